@@ -1,0 +1,32 @@
+# The README's commands. Everything runs from a local virtual environment in .venv.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test unit integration bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## demo: the main job on the embedded local default (no AWS account)
+demo: $(STAMP)
+	$(BIN)/python examples/demo/run_demo.py $(DEMO_ARGS)
+
+## test: every test, unit then integration
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
+
+integration: $(STAMP)
+	$(BIN)/python -m pytest -q tests/integration $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info

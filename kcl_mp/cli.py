@@ -1,0 +1,125 @@
+"""``kcl-mp``: the command line.
+
+    kcl-mp --properties app.properties            run a worker (as the Java MultiLangDaemon)
+    kcl-mp app.properties                         the same, positional (as the kclpy helper)
+    kcl-mp -p app.properties --embedded           on a local moto server, no AWS account
+
+Accepts the Java daemon's spellings (``--properties-file``, ``-p``, a positional file,
+``-l/--log-configuration`` which is ignored with a warning). Exit status: 0 after a
+graceful stop, 1 for a configuration error or a processor that cannot start, 2 for a
+command-line error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Sequence
+
+from . import logs
+from .config import Config, load_config
+from .errors import ConfigError, KclMpError
+
+log = logging.getLogger("kcl_mp.cli")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kcl-mp",
+        description="A KCL MultiLangDaemon in Python: the same properties file, lease table and processors.",
+    )
+    p.add_argument("file", nargs="?", help="the properties file (same as --properties)")
+    p.add_argument("--properties", "--properties-file", "-p", dest="properties", metavar="FILE",
+                   help="the MultiLangDaemon properties file")
+    p.add_argument("-l", "--log-configuration", metavar="LOGBACK_XML",
+                   help="accepted for compatibility with the Java daemon and ignored")
+    p.add_argument("--log-level", default=os.environ.get("KCL_MP_LOG_LEVEL", "INFO"),
+                   help="DEBUG, INFO, WARNING, ERROR (default: $KCL_MP_LOG_LEVEL or INFO)")
+    p.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("KCL_MP_LOG_FORMAT", "text"))
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a properties key (repeatable)")
+    p.add_argument("--progress", type=float, metavar="SECONDS",
+                   help="print the live view (records/s per shard, last checkpoint) to stdout every SECONDS")
+    g = p.add_argument_group("embedded local default (no AWS account)")
+    g.add_argument("--embedded", action="store_true",
+                   help="start a moto server on 127.0.0.1, point Kinesis and DynamoDB at it, create the stream")
+    g.add_argument("--embedded-port", type=int, metavar="PORT", help="port for the embedded server (default: free)")
+    g.add_argument("--embedded-shards", type=int, default=4, metavar="N",
+                   help="shards of the stream the embedded mode creates when it is missing (default 4)")
+    return p
+
+
+def _overrides(pairs: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logs.setup(args.log_level, args.log_format)
+    path = args.properties or args.file
+    if args.properties and args.file:
+        log.warning("both --properties %s and %s given; using --properties", args.properties, args.file)
+    if not path:
+        print("kcl-mp: error: no properties file; use --properties FILE", file=sys.stderr)
+        return 2
+    if args.log_configuration:
+        log.warning("-l/--log-configuration %s ignored: kcl-mp logs with --log-level/--log-format",
+                    args.log_configuration)
+    emulator = None
+    try:
+        overrides = _overrides(args.set)
+        if args.embedded:
+            from . import emulator as embedded
+
+            emulator = embedded.start_emulator(args.embedded_port)
+            log.info("embedded moto server at %s (its log: %s)", emulator.url, emulator.log_path)
+            overrides = {**embedded.embedded_overrides(emulator.url), **overrides}
+        config = load_config(path, overrides=overrides)
+        if emulator is not None:
+            from .credentials import client as aws_client
+
+            if embedded.ensure_stream(aws_client("kinesis", config.kinesis), config.stream_name, args.embedded_shards):
+                log.info("created stream %s with %d shards", config.stream_name, args.embedded_shards)
+        check_startable(config)
+        logs.setup(args.log_level, args.log_format, config.worker_id)
+        from .supervisor import Supervisor
+
+        return Supervisor(config, args.log_level, args.log_format, args.progress).run()
+    except ConfigError as exc:
+        print(f"kcl-mp: configuration error: {exc}", file=sys.stderr)
+        return 1
+    except KclMpError as exc:
+        print(f"kcl-mp: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if emulator is not None:
+            emulator.stop()
+
+
+def check_startable(config: Config) -> None:
+    """Refuse, before any lease is taken, what cannot run: fan-out (not yet) and a missing executable."""
+    if config.retrieval.mode == "FANOUT":
+        raise ConfigError(
+            f"{config.source}: no polling key is set, so the Java daemon would use enhanced fan-out "
+            "(SubscribeToShard), which kcl-mp does not implement yet. Set 'retrievalMode = POLLING' "
+            "(or a polling key such as 'maxRecords') to read with GetRecords."
+        )
+    from .command import resolve_command
+    from .errors import ProcessorStartError
+
+    try:
+        resolve_command(config.processor.command, os.getcwd(), os.environ)
+    except ProcessorStartError as exc:
+        raise ConfigError(f"{config.source}: executableName: {exc}") from exc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""The lease: one shard's binding to a worker, in the Java KCL's item schema.
+
+Pure data, no I/O. ``Lease.from_item`` / ``Lease.to_item`` map to and from DynamoDB's
+attribute-value JSON with the Java KCL 2.x/3.x attribute names and types:
+
+    leaseKey S, leaseOwner S, leaseCounter N, ownerSwitchesSinceCheckpoint N,
+    checkpoint S, checkpointSubSequenceNumber N, pendingCheckpoint S,
+    pendingCheckpointSubSequenceNumber N, pendingCheckpointState B, parentShardId SS,
+    childShardIds SS, startingHashKey S, endingHashKey S, throughputKBps N, checkpointOwner S
+
+Attributes kcl-mp does not model are kept verbatim in ``extra`` and written back, so an
+item written by a Java worker survives a round trip through kcl-mp unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+TRIM_HORIZON = "TRIM_HORIZON"
+LATEST = "LATEST"
+AT_TIMESTAMP = "AT_TIMESTAMP"
+SHARD_END = "SHARD_END"
+SENTINELS = (TRIM_HORIZON, LATEST, AT_TIMESTAMP, SHARD_END)
+
+# Java's ExtendedSequenceNumber orders sentinels by these values; SHARD_END is above every
+# real sequence number (they are < 2**128).
+_SENTINEL_ORDER = {AT_TIMESTAMP: -3, TRIM_HORIZON: -2, LATEST: -1, SHARD_END: 2**200}
+
+
+@dataclass(frozen=True, order=False)
+class ExtendedSequenceNumber:
+    """A position in a shard: a sequence number (or sentinel) plus the KPL sub-sequence.
+
+    >>> ExtendedSequenceNumber("5", 1) > ExtendedSequenceNumber("5", 0)
+    True
+    >>> ExtendedSequenceNumber(SHARD_END) > ExtendedSequenceNumber("99999")
+    True
+    """
+
+    sequence_number: str
+    sub_sequence_number: int = 0
+
+    @property
+    def is_sentinel(self) -> bool:
+        return self.sequence_number in _SENTINEL_ORDER
+
+    def sort_key(self) -> tuple[int, int]:
+        seq = self.sequence_number
+        value = _SENTINEL_ORDER.get(seq)
+        if value is None:
+            value = int(seq)  # ValueError for garbage: callers validate first
+        return (value, self.sub_sequence_number)
+
+    def __lt__(self, other: "ExtendedSequenceNumber") -> bool:
+        return self.sort_key() < other.sort_key()
+
+    def __le__(self, other: "ExtendedSequenceNumber") -> bool:
+        return self.sort_key() <= other.sort_key()
+
+    def __gt__(self, other: "ExtendedSequenceNumber") -> bool:
+        return self.sort_key() > other.sort_key()
+
+    def __ge__(self, other: "ExtendedSequenceNumber") -> bool:
+        return self.sort_key() >= other.sort_key()
+
+    def __str__(self) -> str:
+        if self.sub_sequence_number:
+            return f"{self.sequence_number}/{self.sub_sequence_number}"
+        return self.sequence_number
+
+
+def is_valid_sequence_number(text: str) -> bool:
+    """A decimal sequence number or a sentinel: what a checkpoint may hold."""
+    return text in _SENTINEL_ORDER or (text.isascii() and text.isdigit())
+
+
+# Attribute names, as the Java KCL's DynamoDBLeaseSerializer writes them.
+LEASE_KEY = "leaseKey"
+LEASE_OWNER = "leaseOwner"
+LEASE_COUNTER = "leaseCounter"
+OWNER_SWITCHES = "ownerSwitchesSinceCheckpoint"
+CHECKPOINT = "checkpoint"
+CHECKPOINT_SUB = "checkpointSubSequenceNumber"
+PENDING_CHECKPOINT = "pendingCheckpoint"
+PENDING_CHECKPOINT_SUB = "pendingCheckpointSubSequenceNumber"
+PENDING_CHECKPOINT_STATE = "pendingCheckpointState"
+PARENT_SHARD_IDS = "parentShardId"
+CHILD_SHARD_IDS = "childShardIds"
+STARTING_HASH_KEY = "startingHashKey"
+ENDING_HASH_KEY = "endingHashKey"
+THROUGHPUT_KBPS = "throughputKBps"
+CHECKPOINT_OWNER = "checkpointOwner"
+
+_MODELLED = frozenset(
+    {
+        LEASE_KEY, LEASE_OWNER, LEASE_COUNTER, OWNER_SWITCHES, CHECKPOINT, CHECKPOINT_SUB,
+        PENDING_CHECKPOINT, PENDING_CHECKPOINT_SUB, PARENT_SHARD_IDS, CHILD_SHARD_IDS,
+        STARTING_HASH_KEY, ENDING_HASH_KEY, CHECKPOINT_OWNER,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Lease:
+    key: str
+    owner: str | None = None
+    counter: int = 0
+    checkpoint: ExtendedSequenceNumber | None = None
+    pending_checkpoint: ExtendedSequenceNumber | None = None
+    owner_switches_since_checkpoint: int = 0
+    parent_shard_ids: tuple[str, ...] = ()
+    child_shard_ids: tuple[str, ...] = ()
+    hash_range: tuple[int, int] | None = None
+    checkpoint_owner: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def is_shard_end(self) -> bool:
+        return self.checkpoint is not None and self.checkpoint.sequence_number == SHARD_END
+
+    def with_(self, **changes: Any) -> "Lease":
+        return replace(self, **changes)
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Mapping[str, Any]]) -> "Lease":
+        def s(name: str) -> str | None:
+            value = item.get(name)
+            return None if value is None else value.get("S")
+
+        def n(name: str) -> int | None:
+            value = item.get(name)
+            return None if value is None or "N" not in value else int(value["N"])
+
+        checkpoint = None
+        if s(CHECKPOINT) is not None:
+            checkpoint = ExtendedSequenceNumber(s(CHECKPOINT) or "", n(CHECKPOINT_SUB) or 0)
+        pending = None
+        if s(PENDING_CHECKPOINT):
+            pending = ExtendedSequenceNumber(s(PENDING_CHECKPOINT) or "", n(PENDING_CHECKPOINT_SUB) or 0)
+        hash_range = None
+        if s(STARTING_HASH_KEY) and s(ENDING_HASH_KEY):
+            hash_range = (int(s(STARTING_HASH_KEY) or 0), int(s(ENDING_HASH_KEY) or 0))
+        return cls(
+            key=s(LEASE_KEY) or "",
+            owner=s(LEASE_OWNER),
+            counter=n(LEASE_COUNTER) or 0,
+            checkpoint=checkpoint,
+            pending_checkpoint=pending,
+            owner_switches_since_checkpoint=n(OWNER_SWITCHES) or 0,
+            parent_shard_ids=tuple(sorted(item.get(PARENT_SHARD_IDS, {}).get("SS", ()))),
+            child_shard_ids=tuple(sorted(item.get(CHILD_SHARD_IDS, {}).get("SS", ()))),
+            hash_range=hash_range,
+            checkpoint_owner=s(CHECKPOINT_OWNER),
+            extra={k: v for k, v in item.items() if k not in _MODELLED},
+        )
+
+    def to_item(self) -> dict[str, dict[str, Any]]:
+        """The whole item, as Java's ``toDynamoRecord`` would write it (plus ``extra``)."""
+        item: dict[str, dict[str, Any]] = dict(self.extra)
+        item[LEASE_KEY] = {"S": self.key}
+        item[LEASE_COUNTER] = {"N": str(self.counter)}
+        if self.owner is not None:
+            item[LEASE_OWNER] = {"S": self.owner}
+        item[OWNER_SWITCHES] = {"N": str(self.owner_switches_since_checkpoint)}
+        if self.checkpoint is not None:
+            item[CHECKPOINT] = {"S": self.checkpoint.sequence_number}
+            item[CHECKPOINT_SUB] = {"N": str(self.checkpoint.sub_sequence_number)}
+        if self.parent_shard_ids:
+            item[PARENT_SHARD_IDS] = {"SS": list(self.parent_shard_ids)}
+        if self.child_shard_ids:
+            item[CHILD_SHARD_IDS] = {"SS": list(self.child_shard_ids)}
+        if self.pending_checkpoint is not None:
+            item[PENDING_CHECKPOINT] = {"S": self.pending_checkpoint.sequence_number}
+            item[PENDING_CHECKPOINT_SUB] = {"N": str(self.pending_checkpoint.sub_sequence_number)}
+        if self.hash_range is not None:
+            item[STARTING_HASH_KEY] = {"S": str(self.hash_range[0])}
+            item[ENDING_HASH_KEY] = {"S": str(self.hash_range[1])}
+        if self.checkpoint_owner is not None:
+            item[CHECKPOINT_OWNER] = {"S": self.checkpoint_owner}
+        return item

@@ -1,0 +1,77 @@
+"""Logging: every line names the worker and, where there is one, the shard.
+
+Text lines read ``time level worker=... shard=... message``; ``--log-format json`` writes
+one JSON object a line (``ts, level, logger, worker, shard, pid, msg``).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any, MutableMapping
+
+import orjson
+
+_WORKER = "-"
+
+
+class _Context(logging.Filter):
+    """Fills ``worker`` and ``shard`` on records that did not come through a ShardLog."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "worker"):
+            record.worker = _WORKER
+        if not hasattr(record, "shard"):
+            record.shard = "-"
+        return True
+
+
+class _Json(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}",
+            "level": record.levelname,
+            "logger": record.name,
+            "worker": getattr(record, "worker", _WORKER),
+            "shard": getattr(record, "shard", "-"),
+            "pid": record.process,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return orjson.dumps(entry).decode()
+
+
+class ShardLog(logging.LoggerAdapter):
+    """A logger that stamps the worker id and shard id on every line."""
+
+    def __init__(self, logger: logging.Logger, worker: str, shard: str = "-"):
+        super().__init__(logger, {"worker": worker, "shard": shard})
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
+        kwargs["extra"] = {**self.extra, **kwargs.get("extra", {})}  # type: ignore[dict-item]
+        return msg, kwargs
+
+
+def setup(level: str = "INFO", fmt: str = "text", worker_id: str = "-") -> None:
+    """Configure the root logger once per process (the supervisor, and each shard worker)."""
+    global _WORKER
+    _WORKER = worker_id
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(_Context())
+    if fmt == "json":
+        handler.setFormatter(_Json())
+    else:
+        handler.setFormatter(
+            logging.Formatter(
+                "%(asctime)s.%(msecs)03d %(levelname)-7s worker=%(worker)s shard=%(shard)s %(message)s",
+                "%Y-%m-%dT%H:%M:%S",
+            )
+        )
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for noisy in ("botocore", "boto3", "urllib3"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

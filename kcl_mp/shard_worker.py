@@ -1,0 +1,219 @@
+"""One shard's worker process: fetch records, drive the processor child, checkpoint.
+
+Forked by the supervisor (``multiprocess``), one per held lease. It builds its own boto3
+clients after the fork, reseeds its random generator, ignores the terminal's SIGINT (the
+supervisor decides when to stop) and turns SIGTERM into an orderly exit that stops the
+processor child's whole process group.
+
+Control channel (a duplex pipe), supervisor -> worker:
+
+    ("shutdown",)     graceful stop: no more records; the child gets shutdownRequested and
+                      may checkpoint; the worker answers ("shutdown_ready", checkpoint) and
+                      keeps the child until ("lease_lost",)
+    ("lease_lost",)   the lease is gone (lost, stolen or released): leaseLost, then exit
+
+worker -> supervisor:
+
+    ("progress", records_delivered, last_checkpoint, millis_behind_latest)   at most 1/s
+    ("shutdown_ready", last_checkpoint)
+    ("shard_end", checkpointed_shard_end)
+    ("failed", cause)      just before a non-zero exit
+
+Exit status: 0 done (lease lost, shutdown, shard end); EXIT_PROCESSOR when the child broke
+the protocol (restart with backoff); EXIT_DEPENDENCY when AWS kept failing; EXIT_START
+when the executable cannot be started at all (a configuration error: stop the host).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from . import logs
+from .config import Config
+from .credentials import client as aws_client
+from .driver import ProcessorChild
+from .errors import DependencyError, KclMpError, ProcessorError, ProcessorStartError
+from .fetcher import Fetched, Fetcher, FetchFailed, ShardEnded
+from .lease import ExtendedSequenceNumber
+from .lease_table import LeaseTable
+from .protocol import make_batch
+
+EXIT_OK = 0
+EXIT_START = 3
+EXIT_PROCESSOR = 4
+EXIT_DEPENDENCY = 5
+
+PROGRESS_EVERY_S = 1.0
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything a shard worker needs, built before the fork."""
+
+    config: Config
+    shard_id: str
+    checkpoint: ExtendedSequenceNumber
+    log_level: str = "INFO"
+    log_format: str = "text"
+
+
+class _Terminated(Exception):
+    """SIGTERM from the supervisor: stop now, but still stop the child properly."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+def run(spec: WorkerSpec, conn: Any) -> None:
+    """Process entry point (runs in the forked child)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    random.seed()
+    logs.setup(spec.log_level, spec.log_format, spec.config.worker_id)
+    log = logs.ShardLog(logging.getLogger("kcl_mp.shard_worker"), spec.config.worker_id, spec.shard_id)
+    try:
+        code = ShardWorker(spec, conn, log).run()
+    except _Terminated:
+        log.warning("terminated by the supervisor")
+        code = EXIT_OK
+    conn.close()
+    os._exit(code)  # skip atexit handlers inherited from the supervisor
+
+
+class ShardWorker:
+    def __init__(self, spec: WorkerSpec, conn: Any, log: logs.ShardLog):
+        self.spec = spec
+        self.config = spec.config
+        self.conn = conn
+        self.log = log
+        self.delivered = 0
+        self.last_progress = 0.0
+        self.millis_behind: int | None = None
+
+    def send(self, *message: Any) -> None:
+        try:
+            self.conn.send(message)
+        except (OSError, EOFError):
+            pass  # the supervisor is gone; the lease will expire on its own
+
+    def run(self) -> int:
+        config = self.config
+        table = LeaseTable(aws_client("dynamodb", config.dynamodb), config.lease.table_name)
+        shard_id = self.spec.shard_id
+        owner = config.worker_id
+        child = ProcessorChild(
+            config.processor.command,
+            shard_id,
+            lambda position: table.checkpoint(shard_id, owner, position),
+            timeout_s=config.processor.timeout_s,
+            log=self.log,
+        )
+        fetcher = Fetcher(
+            aws_client("kinesis", config.kinesis),
+            config.stream_name,
+            shard_id,
+            self.spec.checkpoint,
+            config.initial_position,
+            config.retrieval,
+            make_batch,
+            self.log,
+        )
+        grace_s = config.processor.shutdown_grace_ms / 1000.0
+        try:
+            child.start()
+            self.log.info("processor started: %s (pid %s) from checkpoint %s",
+                          " ".join(config.processor.command), child.pid, self.spec.checkpoint)
+            child.initialize(self.spec.checkpoint)
+            fetcher.start()
+            return self._loop(child, fetcher)
+        except ProcessorStartError as exc:
+            self.log.error("cannot start the processor: %s", exc)
+            self.send("failed", str(exc))
+            return EXIT_START
+        except ProcessorError as exc:
+            self.log.error("processor failed: %s", exc)
+            self.send("failed", str(exc))
+            return EXIT_PROCESSOR
+        except KclMpError as exc:
+            self.log.error("%s", exc)
+            self.send("failed", str(exc))
+            return EXIT_DEPENDENCY
+        finally:
+            fetcher.stop()
+            code = child.close(grace_s)
+            self.log.info("processor exited with status %s", code)
+
+    def _loop(self, child: ProcessorChild, fetcher: Fetcher) -> int:
+        while True:
+            command = self._control(0.0)
+            if command == "lease_lost":
+                fetcher.stop()
+                child.lease_lost()
+                return EXIT_OK
+            if command == "shutdown":
+                fetcher.stop()
+                return self._shutdown(child)
+            item = fetcher.next(timeout=0.25)
+            if item is None:
+                self._progress(child)
+                continue
+            if isinstance(item, Fetched):
+                child.process_records(item.batch)
+                self.delivered += item.count
+                self.millis_behind = item.millis_behind_latest
+                self._progress(child)
+            elif isinstance(item, ShardEnded):
+                return self._shard_end(child)
+            elif isinstance(item, FetchFailed):
+                raise item.error
+
+    def _control(self, timeout: float) -> str | None:
+        try:
+            if self.conn.poll(timeout):
+                return self.conn.recv()[0]
+        except (OSError, EOFError):
+            return "lease_lost"  # the supervisor died: we cannot renew, so we do not own it
+        return None
+
+    def _progress(self, child: ProcessorChild, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self.last_progress >= PROGRESS_EVERY_S:
+            self.last_progress = now
+            self.send("progress", self.delivered, str(child.last_checkpoint), self.millis_behind)
+
+    def _shutdown(self, child: ProcessorChild) -> int:
+        child.shutdown_requested()
+        self._progress(child, force=True)
+        self.send("shutdown_ready", str(child.last_checkpoint))
+        # Keep the child until the supervisor has released the lease (Java's order:
+        # shutdownRequested, then leaseLost). Bounded: the supervisor's own grace.
+        deadline = time.monotonic() + self.config.processor.shutdown_grace_ms / 1000.0 + 30.0
+        while time.monotonic() < deadline:
+            if self._control(0.5) == "lease_lost":
+                break
+        child.lease_lost()
+        return EXIT_OK
+
+    def _shard_end(self, child: ProcessorChild) -> int:
+        checkpointed = child.shard_ended()
+        self._progress(child, force=True)
+        if not checkpointed:
+            self.log.error(
+                "the processor did not checkpoint at the end of shard %s: the shard stays unfinished and its "
+                "children will not start until a processor checkpoints SHARD_END", self.spec.shard_id)
+        self.send("shard_end", checkpointed)
+        return EXIT_OK
+
+
+def is_config_failure(exit_code: int | None) -> bool:
+    return exit_code == EXIT_START
+
+
+__all__ = ["WorkerSpec", "run", "EXIT_OK", "EXIT_START", "EXIT_PROCESSOR", "EXIT_DEPENDENCY", "DependencyError"]

@@ -1,0 +1,45 @@
+"""Shared fixtures: a real moto server on loopback, and safe AWS settings for every test.
+
+Credentials are throwaway values and instance metadata is off, so nothing a test does
+can reach beyond 127.0.0.1. A moto server that cannot start fails the tests that need
+it; nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import boto3
+import pytest
+
+from kcl_mp.emulator import EMBEDDED_ENV, start_emulator
+
+for _key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"):
+    os.environ.pop(_key, None)
+os.environ.update(EMBEDDED_ENV)
+os.environ["AWS_REGION"] = EMBEDDED_ENV["AWS_DEFAULT_REGION"]
+
+
+@pytest.fixture(scope="session")
+def moto_url(tmp_path_factory):
+    emulator = start_emulator(log_path=str(tmp_path_factory.mktemp("moto") / "moto.log"))
+    try:
+        yield emulator.url
+    finally:
+        emulator.stop()
+
+
+@pytest.fixture
+def kinesis(moto_url):
+    return boto3.client("kinesis", endpoint_url=moto_url, region_name="us-east-1")
+
+
+@pytest.fixture
+def dynamodb(moto_url):
+    return boto3.client("dynamodb", endpoint_url=moto_url, region_name="us-east-1")
+
+
+@pytest.fixture
+def unique_name():
+    return "t" + uuid.uuid4().hex[:12]

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""A processor written with amazon_kclpy that records everything it is given.
+
+Each child appends JSON lines to ``$RECORDER_DIR/<shard>.<pid>.jsonl``: one per event
+(initialize, shutdownRequested, leaseLost, shardEnded, checkpoint results) and one per
+record. It checkpoints after every ``$RECORDER_CHECKPOINT_EVERY`` records (at the last
+record of the batch), and on shutdownRequested and shardEnded.
+"""
+
+import json
+import os
+import sys
+
+from amazon_kclpy import kcl
+from amazon_kclpy.v3 import processor
+
+
+class Recorder(processor.RecordProcessorBase):
+    def __init__(self):
+        self.out = None
+        self.every = int(os.environ.get("RECORDER_CHECKPOINT_EVERY", "100"))
+        self.since = 0
+        self.last = None
+
+    def _write(self, entry):
+        self.out.write(json.dumps(entry) + "\n")
+        self.out.flush()
+
+    def _checkpoint(self, checkpointer, seq=None, sub=None):
+        try:
+            checkpointer.checkpoint(seq, sub)
+            self._write({"event": "checkpoint", "seq": seq, "sub": sub, "error": None})
+        except kcl.CheckpointError as e:
+            self._write({"event": "checkpoint", "seq": seq, "sub": sub, "error": e.value})
+
+    def initialize(self, initialize_input):
+        path = os.path.join(os.environ["RECORDER_DIR"], f"{initialize_input.shard_id}.{os.getpid()}.jsonl")
+        self.out = open(path, "a")
+        self._write({"event": "initialize", "shard": initialize_input.shard_id,
+                     "seq": initialize_input.sequence_number, "sub": initialize_input.sub_sequence_number})
+
+    def process_records(self, process_records_input):
+        for r in process_records_input.records:
+            self._write({"pk": r.partition_key, "data": r.binary_data.decode("utf-8", "replace"),
+                         "seq": r.sequence_number, "sub": r.sub_sequence_number,
+                         "ts": r.approximate_arrival_timestamp})
+            self.last = (r.sequence_number, r.sub_sequence_number)
+        self.since += len(process_records_input.records)
+        if self.since >= self.every and self.last:
+            self._checkpoint(process_records_input.checkpointer, self.last[0], self.last[1])
+            self.since = 0
+
+    def lease_lost(self, lease_lost_input):
+        self._write({"event": "leaseLost"})
+
+    def shard_ended(self, shard_ended_input):
+        self._write({"event": "shardEnded"})
+        self._checkpoint(shard_ended_input.checkpointer)
+
+    def shutdown_requested(self, shutdown_requested_input):
+        self._write({"event": "shutdownRequested"})
+        if self.last:
+            self._checkpoint(shutdown_requested_input.checkpointer, self.last[0], self.last[1])
+
+
+if __name__ == "__main__":
+    kcl.KCLProcess(Recorder()).run()
