@@ -1,0 +1,99 @@
+"""Running the real ``kcl-mp`` CLI as a subprocess, and reading what processors recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDER = ROOT / "tests" / "processors" / "recorder.py"
+
+
+def write_properties(path: Path, **keys: object) -> Path:
+    path.write_text("".join(f"{k} = {v}\n" for k, v in keys.items()))
+    return path
+
+
+def base_properties(moto_url: str, stream: str, app: str, executable: str, **more: object) -> dict[str, object]:
+    keys: dict[str, object] = {
+        "executableName": executable,
+        "streamName": stream,
+        "applicationName": app,
+        "AwsCredentialsProvider": "EnvironmentVariableCredentialsProvider",
+        "regionName": "us-east-1",
+        "kinesisEndpoint": moto_url,
+        "dynamoDBEndpoint": moto_url,
+        "initialPositionInStream": "TRIM_HORIZON",
+        "maxRecords": 2000,
+        "idleTimeBetweenReadsInMillis": 200,
+        "failoverTimeMillis": 6000,
+        "shutdownGraceMillis": 15000,
+        "metricsLevel": "NONE",
+    }
+    keys.update(more)
+    return keys
+
+
+class Daemon:
+    """``kcl-mp`` in its own process group, its output in a file."""
+
+    def __init__(self, properties: Path, log: Path, *extra: str, env: dict[str, str] | None = None):
+        self.log_path = log
+        self._log = open(log, "ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "kcl_mp", "--properties", str(properties), *extra],
+            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})}, cwd=str(ROOT), start_new_session=True,
+        )
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def signal(self, signum: int = signal.SIGTERM) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout)
+        finally:
+            self._log.close()
+
+    def kill(self) -> None:
+        """End the daemon's whole process group (it and whatever it started)."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+        self._log.close()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def recorded(directory: Path) -> list[dict]:
+    """Every line every recorder child wrote, with the file's shard and pid."""
+    out = []
+    for path in sorted(directory.glob("*.jsonl")):
+        shard, pid, _ = path.name.rsplit(".", 2)
+        for line in path.read_text().splitlines():
+            if line.strip():
+                entry = json.loads(line)
+                entry["_shard"], entry["_pid"] = shard, int(pid)
+                out.append(entry)
+    return out
+
+
+def records_only(entries: list[dict]) -> list[dict]:
+    return [e for e in entries if "event" not in e]

@@ -1,0 +1,93 @@
+"""Every conditional write of the lease table, against a real moto server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kcl_mp.lease import SHARD_END, ExtendedSequenceNumber, Lease
+from kcl_mp.lease_table import OWNER_INDEX, LeaseTable
+
+REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" / "java_kcl_3.1.3_tables.json"
+
+
+@pytest.fixture
+def table(dynamodb, unique_name):
+    t = LeaseTable(dynamodb, unique_name)
+    assert t.ensure_table() is True
+    assert t.ensure_table() is False  # idempotent
+    return t
+
+
+def fresh(key="shardId-000000000000"):
+    return Lease(key, checkpoint=ExtendedSequenceNumber("TRIM_HORIZON"), hash_range=(0, 99))
+
+
+def test_table_shape_matches_the_java_daemons(table, dynamodb):
+    desc = dynamodb.describe_table(TableName=table.name)["Table"]
+    java = next(iter(json.loads(REFERENCE.read_text())["while_running"].values()))
+    assert desc["KeySchema"] == java["KeySchema"]
+    assert sorted(map(json.dumps, desc["AttributeDefinitions"])) == sorted(map(json.dumps, java["AttributeDefinitions"]))
+    assert desc["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+    (index,) = desc["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == OWNER_INDEX and index["KeySchema"] == java["GlobalSecondaryIndexes"][0]["KeySchema"]
+
+
+def test_create_take_renew_release(table):
+    assert table.create_if_absent(fresh()) is True
+    assert table.create_if_absent(fresh()) is False
+    (lease,) = table.list_leases()
+    assert lease.owner is None and lease.counter == 0
+    taken = table.take(lease, "w1")
+    assert taken.owner == "w1" and taken.counter == 1 and taken.owner_switches_since_checkpoint == 0
+    assert table.take(lease, "w2") is None  # stale counter: lost race
+    renewed = table.renew(taken, "w1")
+    assert renewed.counter == 2
+    assert table.renew(taken, "w1") is None  # stale counter
+    stolen = table.take(renewed, "w2")
+    assert stolen.owner == "w2" and stolen.owner_switches_since_checkpoint == 1
+    assert table.renew(renewed, "w1") is None
+    assert table.release(stolen.key, "w1") is False
+    assert table.release(stolen.key, "w2") is True
+    released = table.get(stolen.key)
+    assert released.owner is None and released.counter == stolen.counter + 1
+
+
+def test_checkpoint_is_fenced_by_owner_and_shard_end(table):
+    table.create_if_absent(fresh())
+    lease = table.take(table.get("shardId-000000000000"), "w1")
+    assert table.checkpoint(lease.key, "w1", ExtendedSequenceNumber("42", 3)) is None
+    stored = table.get(lease.key)
+    assert stored.checkpoint == ExtendedSequenceNumber("42", 3) and stored.counter == lease.counter
+    assert table.checkpoint(lease.key, "w2", ExtendedSequenceNumber("43")) == "ShutdownException"
+    assert table.checkpoint(lease.key, "w1", ExtendedSequenceNumber(SHARD_END)) is None
+    assert table.checkpoint(lease.key, "w1", ExtendedSequenceNumber("44")) == "InvalidStateException"
+    assert table.checkpoint("shardId-nope", "w1", ExtendedSequenceNumber("1")) == "ShutdownException"
+
+
+def test_writes_preserve_attributes_written_by_java(table, dynamodb):
+    java_item = {"leaseKey": {"S": "shardId-000000000007"}, "leaseCounter": {"N": "5"},
+                 "leaseOwner": {"S": "java-worker"}, "checkpoint": {"S": "100"},
+                 "checkpointSubSequenceNumber": {"N": "0"}, "ownerSwitchesSinceCheckpoint": {"N": "0"},
+                 "throughputKBps": {"N": "12.5"}, "startingHashKey": {"S": "0"}, "endingHashKey": {"S": "99"},
+                 "childShardIds": {"SS": ["shardId-000000000009"]}}
+    dynamodb.put_item(TableName=table.name, Item=java_item)
+    lease = table.get("shardId-000000000007")
+    taken = table.take(lease, "kcl-mp-1")
+    table.checkpoint(taken.key, "kcl-mp-1", ExtendedSequenceNumber("101"))
+    table.renew(taken, "kcl-mp-1")
+    item = dynamodb.get_item(TableName=table.name, Key={"leaseKey": {"S": "shardId-000000000007"}})["Item"]
+    for name in ("throughputKBps", "startingHashKey", "endingHashKey", "childShardIds"):
+        assert item[name] == java_item[name], name
+    assert item["leaseOwner"] == {"S": "kcl-mp-1"} and item["checkpoint"] == {"S": "101"}
+    assert item["ownerSwitchesSinceCheckpoint"] == {"N": "0"} and item["leaseCounter"] == {"N": "7"}
+
+
+def test_delete(table):
+    table.create_if_absent(fresh("shardId-a"))
+    lease = table.take(table.get("shardId-a"), "w1")
+    assert table.delete(lease.key, "w2") is False
+    assert table.delete(lease.key, "w1") is True
+    assert table.get("shardId-a") is None
