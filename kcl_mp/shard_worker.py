@@ -38,7 +38,7 @@ from . import logs
 from .config import Config
 from .credentials import client as aws_client
 from .driver import ProcessorChild
-from .errors import DependencyError, KclMpError, ProcessorError, ProcessorStartError
+from .errors import KclMpError, ProcessorError, ProcessorStartError
 from .fetcher import Fetched, Fetcher, FetchFailed, ShardEnded
 from .lease import ExtendedSequenceNumber
 from .lease_table import LeaseTable
@@ -73,6 +73,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 def run(spec: WorkerSpec, conn: Any) -> None:
     """Process entry point (runs in the forked child)."""
+    signal.set_wakeup_fd(-1)  # the supervisor's wake-up pipe is not ours to write to
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
     random.seed()
@@ -211,9 +212,3 @@ class ShardWorker:
         self.send("shard_end", checkpointed)
         return EXIT_OK
 
-
-def is_config_failure(exit_code: int | None) -> bool:
-    return exit_code == EXIT_START
-
-
-__all__ = ["WorkerSpec", "run", "EXIT_OK", "EXIT_START", "EXIT_PROCESSOR", "EXIT_DEPENDENCY", "DependencyError"]

@@ -35,8 +35,8 @@ from .aws import AWS_ERRORS, translate
 from .backoff import Backoff
 from .config import Config
 from .credentials import client as aws_client
-from .errors import ConfigError, DependencyError, KclMpError
-from .lease import Lease
+from .errors import DependencyError
+from .lease import ExtendedSequenceNumber, Lease
 from .lease_table import LeaseTable
 from .logs import ShardLog
 from .progress import ShardProgress, render
@@ -94,6 +94,7 @@ class Supervisor:
         self.observations: dict[str, balance.Observation] = {}
         self.signals: list[int] = []
         self.stopping = False
+        self.quick = False  # a second signal: skip the wait for final checkpoints
         self.exit_code = 0
         self._fork = multiprocess.get_context("fork")
 
@@ -395,7 +396,6 @@ class Supervisor:
     # -- the graceful stop ------------------------------------------------------------
 
     def shutdown(self) -> int:
-        self.quick = False
         grace_s = self.config.processor.shutdown_grace_ms / 1000.0
         self.log.info("shutting down: %d workers, %d leases, waiting up to %.1f s for final checkpoints",
                       len(self.workers), len(self.held), grace_s)
@@ -436,10 +436,7 @@ class Supervisor:
         return self.exit_code
 
 
-def _fresh(config: Config) -> Any:
-    from .lease import ExtendedSequenceNumber
-
+def _fresh(config: Config) -> ExtendedSequenceNumber:
+    """A lease without a checkpoint starts at the configured initial position."""
     return ExtendedSequenceNumber(config.initial_position.kind, 0)
 
-
-__all__ = ["Supervisor", "ConfigError", "KclMpError"]
