@@ -108,9 +108,10 @@ def check_startable(config: Config) -> None:
     """Refuse, before any lease is taken, what cannot run: fan-out (not yet) and a missing executable."""
     if config.retrieval.mode == "FANOUT":
         raise ConfigError(
-            f"{config.source}: no polling key is set, so the Java daemon would use enhanced fan-out "
-            "(SubscribeToShard), which kcl-mp does not implement yet. Set 'retrievalMode = POLLING' "
-            "(or a polling key such as 'maxRecords') to read with GetRecords."
+            f"{config.source}: retrieval resolves to enhanced fan-out (SubscribeToShard): retrievalMode is "
+            "FANOUT, or DEFAULT with no polling key set, as the Java daemon reads it. kcl-mp does not "
+            "implement fan-out yet. Set 'retrievalMode = POLLING' (or a polling key such as 'maxRecords') "
+            "to read with GetRecords."
         )
     from .command import resolve_command
     from .errors import ProcessorStartError
