@@ -47,7 +47,8 @@ from .errors import (
     ThrottledError,
 )
 from .lease import ExtendedSequenceNumber
-from .protocol import Batch, Conversation, Done, LineSplitter, Message, Reply, Skip, Store, parse_line
+from .protocol import Conversation, Done, Reply, Store
+from .wire import Batch, LineSplitter, Message, Skip, parse_line
 
 Checkpointer = Callable[[ExtendedSequenceNumber], "str | None"]
 

@@ -36,7 +36,7 @@ from .lease import AT_TIMESTAMP, LATEST, SHARD_END, TRIM_HORIZON, ExtendedSequen
 
 @dataclass(frozen=True)
 class Fetched:
-    batch: Any  # whatever ``encode`` made of the records (a protocol.Batch)
+    batch: Any  # whatever ``encode`` made of the records (a wire.Batch)
     count: int
     millis_behind_latest: int | None
 

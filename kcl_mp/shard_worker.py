@@ -42,7 +42,7 @@ from .errors import KclMpError, ProcessorError, ProcessorStartError
 from .fetcher import Fetched, Fetcher, FetchFailed, ShardEnded
 from .lease import ExtendedSequenceNumber
 from .lease_table import LeaseTable
-from .protocol import make_batch
+from .wire import make_batch
 
 EXIT_OK = 0
 EXIT_START = 3

@@ -21,7 +21,7 @@ import pytest
 from kcl_mp.driver import LineBudget, ProcessorChild
 from kcl_mp.errors import ProcessorExitedError, ProcessorStartError, ProcessorTimeoutError, ProtocolError
 from kcl_mp.lease import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
-from kcl_mp.protocol import make_batch
+from kcl_mp.wire import make_batch
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

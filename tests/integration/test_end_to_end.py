@@ -98,3 +98,40 @@ def test_consumes_every_record_once_then_resumes(tmp_path, kinesis, dynamodb, mo
     assert sorted(json.loads(e["data"])["id"] for e in second) == sorted(p.id for p in more)
     inits = [e for e in recorded(out) if e.get("event") == "initialize" and e["_pid"] not in {x["_pid"] for x in entries}]
     assert {(e["shard"], int(e["seq"]), e["sub"]) for e in inits} == {(k, *v) for k, v in last.items()}
+
+
+def test_sigterm_during_processing(tmp_path, kinesis, dynamodb, moto_url, unique_name):
+    """SIGTERM while processors are busy: shutdownRequested to each, final checkpoints, released, exit 0."""
+    stream, app = unique_name, unique_name + "-app"
+    ensure_stream(kinesis, stream, 4)
+    produce(kinesis, stream, 4_000, seed=3)
+    out = tmp_path / "out"
+    out.mkdir()
+    props = write_properties(tmp_path / "app.properties", **base_properties(
+        moto_url, stream, app, f"{sys.executable} {RECORDER}", maxRecords=100, shutdownGraceMillis=20000))
+    env = {"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "1000000", "RECORDER_BATCH_DELAY_S": "0.3"}
+    daemon = Daemon(props, tmp_path / "run.log", env=env)
+    try:
+        wait_until(lambda: len({e["_shard"] for e in records_only(recorded(out))}) == 4, 90,
+                   "every shard processing")
+        assert len(records_only(recorded(out))) < 4_000, "the run must still be busy when SIGTERM arrives"
+        signalled = time.monotonic()
+        daemon.signal(signal.SIGTERM)
+        assert daemon.wait(40) == 0, daemon.output()[-3000:]
+        took = time.monotonic() - signalled
+    finally:
+        daemon.kill()
+    print(f"stopped {took:.1f} s after SIGTERM")
+    entries = recorded(out)
+    items = {i["leaseKey"]["S"]: i for i in scan(dynamodb, app)}
+    assert len(items) == 4
+    for pid in {e["_pid"] for e in entries}:
+        mine = [e for e in entries if e["_pid"] == pid]
+        events = [e["event"] for e in mine if "event" in e and e["event"] != "checkpoint"]
+        assert events == ["initialize", "shutdownRequested", "leaseLost"], events
+        last = [e for e in mine if "event" not in e][-1]
+        final = [e for e in mine if e.get("event") == "checkpoint"][-1]
+        assert final["error"] is None and (final["seq"], final["sub"]) == (last["seq"], last["sub"])
+        item = items[mine[0]["_shard"]]
+        assert (item["checkpoint"]["S"], int(item["checkpointSubSequenceNumber"]["N"])) == (last["seq"], last["sub"])
+        assert "leaseOwner" not in item

@@ -4,15 +4,21 @@
 Each child appends JSON lines to ``$RECORDER_DIR/<shard>.<pid>.jsonl``: one per event
 (initialize, shutdownRequested, leaseLost, shardEnded, checkpoint results) and one per
 record. It checkpoints after every ``$RECORDER_CHECKPOINT_EVERY`` records (at the last
-record of the batch), and on shutdownRequested and shardEnded.
+record of the batch), and on shutdownRequested and shardEnded. ``$RECORDER_BATCH_DELAY_S``
+makes each processRecords take that long (a busy processor).
 """
 
 import json
 import os
-import sys
+import time
 
 from amazon_kclpy import kcl
 from amazon_kclpy.v3 import processor
+
+
+def _epoch_ms(value):
+    """kclpy 3.x gives a datetime, older versions the raw milliseconds."""
+    return round(value.timestamp() * 1000) if hasattr(value, "timestamp") else value
 
 
 class Recorder(processor.RecordProcessorBase):
@@ -21,6 +27,7 @@ class Recorder(processor.RecordProcessorBase):
         self.every = int(os.environ.get("RECORDER_CHECKPOINT_EVERY", "100"))
         self.since = 0
         self.last = None
+        self.delay_s = float(os.environ.get("RECORDER_BATCH_DELAY_S", "0"))
 
     def _write(self, entry):
         self.out.write(json.dumps(entry) + "\n")
@@ -40,10 +47,12 @@ class Recorder(processor.RecordProcessorBase):
                      "seq": initialize_input.sequence_number, "sub": initialize_input.sub_sequence_number})
 
     def process_records(self, process_records_input):
+        if self.delay_s:
+            time.sleep(self.delay_s)
         for r in process_records_input.records:
             self._write({"pk": r.partition_key, "data": r.binary_data.decode("utf-8", "replace"),
                          "seq": r.sequence_number, "sub": r.sub_sequence_number,
-                         "ts": r.approximate_arrival_timestamp})
+                         "ts": _epoch_ms(r.approximate_arrival_timestamp)})
             self.last = (r.sequence_number, r.sub_sequence_number)
         self.since += len(process_records_input.records)
         if self.since >= self.every and self.last:

@@ -14,21 +14,14 @@ from hypothesis import strategies as st
 
 from kcl_mp.errors import ProtocolError
 from kcl_mp.lease import SHARD_END, ExtendedSequenceNumber
-from kcl_mp.protocol import (
-    AWAIT,
-    SEND,
+from kcl_mp.protocol import AWAIT, SEND, ChildState, Conversation, Done, Ignored, Reply, Store
+from kcl_mp.wire import (
     Batch,
     CheckpointRequest,
-    ChildState,
-    Conversation,
-    Done,
-    Ignored,
     LineSplitter,
     Other,
-    Reply,
     Skip,
     Status,
-    Store,
     encode,
     encode_checkpoint_reply,
     make_batch,

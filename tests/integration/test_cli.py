@@ -1,0 +1,98 @@
+"""Bad input at the command line: each gives a clear message and nothing else runs."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from kcl_mp.emulator import ensure_stream
+
+from .harness import RECORDER, ROOT, Daemon, base_properties, wait_until, write_properties
+
+pytestmark = pytest.mark.integration
+
+
+def kcl_mp(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kcl_mp", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def tables(dynamodb) -> set[str]:
+    return set(dynamodb.list_tables()["TableNames"])
+
+
+def test_missing_file(tmp_path):
+    missing = tmp_path / "nope.properties"
+    run = kcl_mp("--properties", str(missing))
+    assert run.returncode == 1
+    assert str(missing) in run.stderr and "not found" in run.stderr.lower(), run.stderr
+
+
+def test_no_file_given():
+    run = kcl_mp()
+    assert run.returncode == 2 and "--properties" in run.stderr
+
+
+@pytest.mark.parametrize("drop", ["executableName", "applicationName"])
+def test_missing_required_key(tmp_path, moto_url, dynamodb, unique_name, drop):
+    keys = base_properties(moto_url, unique_name, unique_name, f"{sys.executable} {RECORDER}")
+    del keys[drop]
+    props = write_properties(tmp_path / "app.properties", **keys)
+    before = tables(dynamodb)
+    run = kcl_mp("--properties", str(props))
+    assert run.returncode == 1, run.stderr
+    assert drop in run.stderr and str(props) in run.stderr, run.stderr
+    assert tables(dynamodb) == before
+
+
+def test_unparsable_number(tmp_path, moto_url, dynamodb, unique_name):
+    keys = base_properties(moto_url, unique_name, unique_name, f"{sys.executable} {RECORDER}", maxRecords="12x")
+    props = write_properties(tmp_path / "app.properties", **keys)
+    line = next(i for i, text in enumerate(props.read_text().splitlines(), 1) if text.startswith("maxRecords"))
+    before = tables(dynamodb)
+    run = kcl_mp("--properties", str(props))
+    assert run.returncode == 1, run.stderr
+    assert "maxRecords" in run.stderr and "12x" in run.stderr and f"line {line}" in run.stderr, run.stderr
+    assert tables(dynamodb) == before
+
+
+def test_nonexistent_executable(tmp_path, moto_url, dynamodb, unique_name):
+    keys = base_properties(moto_url, unique_name, unique_name, "./no-such-processor.py --flag")
+    props = write_properties(tmp_path / "app.properties", **keys)
+    before = tables(dynamodb)
+    run = kcl_mp("--properties", str(props))
+    assert run.returncode == 1, run.stderr
+    assert "no-such-processor.py" in run.stderr and "executableName" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+    assert tables(dynamodb) == before  # refused before any lease table or lease was touched
+
+
+def test_fanout_refused(tmp_path, moto_url, dynamodb, unique_name):
+    keys = base_properties(moto_url, unique_name, unique_name, f"{sys.executable} {RECORDER}")
+    for polling in ("maxRecords", "idleTimeBetweenReadsInMillis"):
+        del keys[polling]
+    props = write_properties(tmp_path / "app.properties", **keys)
+    run = kcl_mp("--properties", str(props))
+    assert run.returncode == 1 and "retrievalMode" in run.stderr, run.stderr
+
+
+def test_unknown_key_warns_and_runs(tmp_path, kinesis, moto_url, unique_name):
+    stream = unique_name
+    ensure_stream(kinesis, stream, 1)
+    out = tmp_path / "out"
+    out.mkdir()
+    keys = base_properties(moto_url, stream, stream + "-app", f"{sys.executable} {RECORDER}", maxRecrods=50)
+    props = write_properties(tmp_path / "app.properties", **keys)
+    daemon = Daemon(props, tmp_path / "run.log", env={"RECORDER_DIR": str(out)})
+    try:
+        wait_until(lambda: "processor started" in daemon.output(), 60, "a processor to start")
+        daemon.signal(signal.SIGTERM)
+        assert daemon.wait(60) == 0, daemon.output()[-3000:]
+    finally:
+        daemon.kill()
+    text = daemon.output()
+    warning = next(line for line in text.splitlines() if "maxRecrods" in line)
+    assert str(props) in warning and "maxRecords" in warning and "WARNING" in warning, warning
