@@ -186,7 +186,7 @@ class Supervisor:
                 return
             kind = message[0]
             if kind == "progress":
-                worker.progress.update(message[1], message[2], message[3], self.clock())
+                worker.progress.update(message[1], message[2], message[3])
             elif kind == "shutdown_ready":
                 worker.shutdown_ready = True
                 worker.progress.checkpoint = message[1]
@@ -419,6 +419,8 @@ class Supervisor:
                                   self.workers[key].progress.checkpoint if key in self.workers else "-")
             except DependencyError as exc:
                 self.log.warning("releasing lease %s failed (%s); it will expire instead", key, exc)
+        if self.progress_every_s:
+            self.show_progress()  # the final figures, after the last checkpoints
         self.held.clear()
         for worker in self.workers.values():
             self._tell(worker, "lease_lost")
