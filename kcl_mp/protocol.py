@@ -1,5 +1,5 @@
 """The multilang conversation, pure: the state machine of one child's protocol
-(../shared/multilang/PROTOCOL.md). No I/O: ``driver`` does that; ``wire`` holds the bytes.
+(multilang/PROTOCOL.md). No I/O: ``driver`` does that; ``wire`` holds the bytes.
 
 The conversation with one child is a state machine. The daemon sends an action, then
 takes the child's messages until the ``status`` for it; checkpoint requests in between are

@@ -1,5 +1,5 @@
 """The multilang protocol's wire format, pure: the bytes the daemon writes and the lines
-the child writes (../shared/multilang/PROTOCOL.md). ``protocol`` holds the conversation.
+the child writes (multilang/PROTOCOL.md). ``protocol`` holds the conversation.
 
 Daemon -> child lines are byte-identical to the Java daemon's (Jackson): compact JSON, keys
 in Java's order, ``null`` never omitted, UTF-8 written raw, control characters escaped as

@@ -23,7 +23,7 @@ from kcl_mp.producer import produce
 from .harness import RECORDER, Daemon, base_properties, recorded, records_only, wait_until, write_properties
 
 pytestmark = pytest.mark.integration
-REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" / "java_kcl_3.1.3_tables.json"
+REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "java_kcl_3.1.3_tables.json"
 
 
 def scan(dynamodb, table):

@@ -10,7 +10,7 @@ import pytest
 from kcl_mp.lease import SHARD_END, ExtendedSequenceNumber, Lease
 from kcl_mp.lease_table import OWNER_INDEX, LeaseTable
 
-REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" / "java_kcl_3.1.3_tables.json"
+REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "java_kcl_3.1.3_tables.json"
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from kcl_mp.config import (
 from kcl_mp.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG_MD = ROOT.parent / "shared" / "multilang" / "CONFIG.md"
+CONFIG_MD = ROOT / "multilang" / "CONFIG.md"
 BASE = {
     "executableName": "python3 app.py",
     "streamName": "s",

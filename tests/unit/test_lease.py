@@ -1,4 +1,4 @@
-"""The lease model against the items the Java KCL 3.1.3 daemon wrote (shared/reference)."""
+"""The lease model against the items the Java KCL 3.1.3 daemon wrote (tests/fixtures, copied from the shared reference run)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from kcl_mp.lease import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber, Lease, is_valid_sequence_number
 
-REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" / "java_kcl_3.1.3_tables.json"
+REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "java_kcl_3.1.3_tables.json"
 
 
 def java_items():
@@ -20,7 +20,7 @@ def java_items():
 
 
 def test_reference_file_is_there():
-    assert REFERENCE.exists(), f"missing {REFERENCE}: the shared/ folder must sit beside the checkout"
+    assert REFERENCE.exists(), f"missing {REFERENCE}: the Java reference tables are part of the repository"
     assert java_items()
 
 

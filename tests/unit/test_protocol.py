@@ -28,7 +28,7 @@ from kcl_mp.wire import (
     parse_line,
 )
 
-VECTORS = Path(__file__).resolve().parents[3] / "shared" / "multilang" / "vectors"
+VECTORS = Path(__file__).resolve().parents[2] / "multilang" / "vectors"
 VECTOR_FILES = sorted(VECTORS.glob("*.jsonl"))
 # Errors only the lease table can produce: the fake checkpointer returns them when the
 # vector says so. Everything else must come from the state machine itself.
