@@ -146,10 +146,11 @@ class ProcessorChild:
         except OSError:
             pass  # a smaller pipe only means more wake-ups
         os.set_blocking(self._stdin_fd, False)
-        for name, target, stream in (("stdout", self._read_stdout, proc.stdout),
-                                     ("stderr", self._read_stderr, proc.stderr)):
-            thread = threading.Thread(target=target, args=(stream.fileno(),), daemon=True,
-                                      name=f"{name}-{self.shard_id}")
+        for name, pipe, splitter, handle in (
+                ("stdout", proc.stdout, LineSplitter(), self._stdout_line),
+                ("stderr", proc.stderr, LineSplitter(max_bytes=1 << 16), self._stderr_line)):
+            thread = threading.Thread(target=self._pump, args=(pipe.fileno(), name, splitter, handle),
+                                      daemon=True, name=f"{name}-{self.shard_id}")
             thread.start()
             self._readers.append(thread)
 
@@ -365,20 +366,22 @@ class ProcessorChild:
 
     # -- reader threads ----------------------------------------------------------------------
 
-    def _read_stdout(self, fd: int) -> None:
-        splitter = LineSplitter()
+    def _pump(self, fd: int, stream: str, splitter: LineSplitter,
+              handle: Callable[[bytes, "LineBudget"], None]) -> None:
+        """Read one of the child's pipes to EOF, a line at a time (a reader thread's body)."""
         budget = LineBudget()
         try:
             while chunk := os.read(fd, 1 << 16):
                 for raw in splitter.feed(chunk):
-                    self._stdout_line(raw, budget)
+                    handle(raw, budget)
             for raw in splitter.end():
-                self._stdout_line(raw, budget)
+                handle(raw, budget)
         except (OSError, ValueError):
             pass  # closed under us during close()
         finally:
-            self._report_dropped(budget.flush(), "stdout")
-            self._messages.put(_EOF)
+            self._report_dropped(budget.flush(), stream)
+            if stream == "stdout":
+                self._messages.put(_EOF)
 
     def _stdout_line(self, raw: bytes, budget: LineBudget) -> None:
         message = parse_line(raw.decode("utf-8", "replace"))
@@ -391,20 +394,6 @@ class ProcessorChild:
             self._overflow = True
         else:
             self._messages.put(message)
-
-    def _read_stderr(self, fd: int) -> None:
-        splitter = LineSplitter(max_bytes=1 << 16)
-        budget = LineBudget()
-        try:
-            while chunk := os.read(fd, 1 << 16):
-                for raw in splitter.feed(chunk):
-                    self._stderr_line(raw, budget)
-            for raw in splitter.end():
-                self._stderr_line(raw, budget)
-        except (OSError, ValueError):
-            pass
-        finally:
-            self._report_dropped(budget.flush(), "stderr")
 
     def _stderr_line(self, raw: bytes, budget: LineBudget) -> None:
         text = raw.decode("utf-8", "replace").rstrip()
