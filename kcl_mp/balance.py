@@ -1,7 +1,6 @@
 """Lease balancing: which leases this worker should take or steal next. Pure.
 
-The rule is the Java KCL's lease taker (``DynamoDBLeaseTaker``), so a fleet of kcl-mp
-hosts converges the way a KCL 2.x fleet does:
+Both rules share the KCL's view of the fleet, built from one table scan:
 
 1. A lease is *expired* when it has no owner, or when its counter has not moved for
    longer than failoverTimeMillis by this worker's own clock (the table holds no time;
@@ -12,16 +11,36 @@ hosts converges the way a KCL 2.x fleet does:
 4. ``needed = target - mine``. If expired leases exist, take up to ``needed`` of them:
    unowned ones first (priority assignment), then the other expired ones, each group
    in random order (``rng``) so racing workers spread out.
-5. Otherwise steal from the most loaded worker, only if it holds at least ``target``:
-   ``min(needed, its_count - target)`` leases, or 1 when that is 0 and ``needed > 1``,
-   at most maxLeasesToStealAtOneTime.
 
-Worked example: 4 leases, A holds 3, B (us) holds 1, all renewed. Workers 2, target 2,
-needed 1, nothing expired; A holds 3 >= 2, so steal min(1, 3 - 2) = 1 lease of A's.
+They differ in stealing, when nothing is expired:
 
-Leases checkpointed at SHARD_END are finished work: they are neither counted nor taken.
-Clock and randomness come in as arguments, so the decision tables in
-tests/unit/balance_cases.json pin exact plans.
+``plan_leases_java`` (the KCL 2.x ``DynamoDBLeaseTaker``, kept as the reference the
+simulation benchmark compares against): steal from *the* most loaded worker (the first
+in a fixed order, so every thief in the fleet picks the same one), only if it holds at
+least ``target``: ``min(needed, its_count - target)`` leases, or 1 when that is 0 and
+``needed > 1``, at most maxLeasesToStealAtOneTime.
+
+``plan_leases`` (kcl-mp): steal one lease at a time, up to ``min(needed,
+maxLeasesToStealAtOneTime)``, each from a worker holding at least two more than this
+worker will then hold, the most loaded first, ties broken at random. So:
+
+- every steal moves a lease from a worker with ``a`` to one with ``b <= a - 2`` and
+  lowers the sum of squared counts: rounds cannot oscillate or ping-pong a lease;
+- while the spread is 2 or more, the least loaded worker is below target and has a
+  victim, so a fleet only stops moving leases at ``max - min <= 1``;
+- thieves that start together pick different victims instead of emptying one;
+- one round may take from several victims (water-filling), so a join settles in fewer
+  rounds.
+
+Worked example (kcl-mp): 7 leases, A (us) 0, B 4, C 3, maxLeasesToStealAtOneTime 3.
+Workers 3, target 3, needed 3. Steal 1 from B (4 >= 0 + 2): B 3, us 1. Then B and C
+both hold 3 >= 1 + 2: a random one of them, say C: C 2, us 2. Then B holds 3 < 2 + 2:
+stop. Two steals; the fleet is at 3/2/2.
+
+A lease being handed over (``checkpointOwner`` set: KCL 3.x graceful handoff) counts
+for its new owner and is never stolen again until the handoff ends. Leases checkpointed
+at SHARD_END are finished work: neither counted nor taken. Clock and randomness come in
+as arguments, so the decision tables in tests/unit/balance_cases.json pin exact plans.
 """
 
 from __future__ import annotations
@@ -80,6 +99,52 @@ def is_expired(lease: Lease, observation: Observation | None, now: float, failov
     return now - observation.changed_at > failover_s
 
 
+@dataclass(frozen=True)
+class _View:
+    """The fleet as one worker sees it after a scan."""
+
+    active: Mapping[str, Lease]
+    expired: tuple[str, ...]  # sorted
+    counts: Counter[str]  # owner -> unexpired leases held (this worker always present)
+    live: tuple[str, ...]
+    target: int
+    mine: int
+
+    @property
+    def summary(self) -> str:
+        return f"{len(self.active)} leases, {len(self.live)} workers, target {self.target}, held {self.mine}"
+
+
+def _view(worker_id: str, leases: Mapping[str, Lease], observations: Mapping[str, Observation],
+          now: float, settings: LeaseSettings) -> _View:
+    failover_s = settings.failover_time_ms / 1000.0
+    active = {key: lease for key, lease in leases.items() if not lease.is_shard_end}
+    expired = tuple(sorted(k for k, lease in active.items()
+                           if is_expired(lease, observations.get(k), now, failover_s)))
+    gone = set(expired)
+    counts: Counter[str] = Counter(lease.owner for k, lease in active.items() if k not in gone and lease.owner)
+    counts.setdefault(worker_id, 0)
+    live = tuple(sorted(counts))
+    target = 0
+    if active:
+        target = min(max(1, math.ceil(len(active) / len(live))), settings.max_leases_for_worker)
+    return _View(active, expired, counts, live, target, counts[worker_id])
+
+
+def _take_expired(view: _View, needed: int, rng: random.Random) -> tuple[str, ...]:
+    unowned = [k for k in view.expired if not view.active[k].owner]
+    stale = [k for k in view.expired if view.active[k].owner]
+    rng.shuffle(unowned)
+    rng.shuffle(stale)
+    return tuple((unowned + stale)[:needed])
+
+
+def _stealable(view: _View, owner: str) -> list[str]:
+    gone = set(view.expired)
+    return sorted(k for k, lease in view.active.items()
+                  if lease.owner == owner and k not in gone and not lease.checkpoint_owner)
+
+
 def plan_leases(
     worker_id: str,
     leases: Mapping[str, Lease],
@@ -87,43 +152,81 @@ def plan_leases(
     now: float,
     settings: LeaseSettings,
     rng: random.Random,
+    may_steal: bool = True,
 ) -> Plan:
-    failover_s = settings.failover_time_ms / 1000.0
-    active = {key: lease for key, lease in leases.items() if not lease.is_shard_end}
-    expired = sorted(k for k, lease in active.items() if is_expired(lease, observations.get(k), now, failover_s))
-    counts = Counter(active[k].owner for k in active if k not in expired)
-    counts.setdefault(worker_id, 0)
-    live = tuple(sorted(owner for owner in counts if owner))
-    if not active:
-        return Plan(0, (), (), live, "no leases")
-    target = max(1, math.ceil(len(active) / len(live)))
-    target = min(target, settings.max_leases_for_worker)
-    mine = counts[worker_id]
-    needed = target - mine
-    summary = f"{len(active)} leases, {len(live)} workers, target {target}, held {mine}"
+    """kcl-mp's rule (see the module docstring). ``may_steal=False``: take expired only."""
+    view = _view(worker_id, leases, observations, now, settings)
+    if not view.active:
+        return Plan(0, (), (), view.live, "no leases")
+    needed = view.target - view.mine
     if needed <= 0:
-        return Plan(target, (), (), live, f"{summary}: balanced")
-    if expired:
-        unowned = [k for k in expired if not active[k].owner]
-        stale = [k for k in expired if active[k].owner]
-        rng.shuffle(unowned)
-        rng.shuffle(stale)
-        take = tuple((unowned + stale)[:needed])
-        return Plan(target, take, (), live, f"{summary}: taking {len(take)} of {len(expired)} available")
-    others = [(count, owner) for owner, count in counts.items() if owner != worker_id]
+        return Plan(view.target, (), (), view.live, f"{view.summary}: balanced")
+    if view.expired:
+        take = _take_expired(view, needed, rng)
+        return Plan(view.target, take, (), view.live,
+                    f"{view.summary}: taking {len(take)} of {len(view.expired)} available")
+    if not may_steal:
+        return Plan(view.target, (), (), view.live, f"{view.summary}: nothing expired; steals wait for the taker")
+    projected = {owner: count for owner, count in view.counts.items() if owner != worker_id}
+    pools = {owner: _stealable(view, owner) for owner in projected}
+    mine = view.mine
+    steal: list[str] = []
+    victims: list[str] = []
+    limit = min(needed, settings.max_leases_to_steal_at_one_time)
+    while len(steal) < limit:
+        candidates = [o for o, count in projected.items() if count >= mine + 2 and pools[o]]
+        if not candidates:
+            break
+        top = max(projected[o] for o in candidates)
+        victim = rng.choice(sorted(o for o in candidates if projected[o] == top))
+        pool = pools[victim]
+        steal.append(pool.pop(rng.randrange(len(pool))))
+        victims.append(victim)
+        projected[victim] -= 1
+        mine += 1
+    if not steal:
+        return Plan(view.target, (), (), view.live,
+                    f"{view.summary}: nothing to steal (no worker holds 2 more than this one)")
+    sources = ", ".join(f"{n} from {o}" for o, n in sorted(Counter(victims).items()))
+    return Plan(view.target, (), tuple(steal), view.live, f"{view.summary}: stealing {sources}")
+
+
+def plan_leases_java(
+    worker_id: str,
+    leases: Mapping[str, Lease],
+    observations: Mapping[str, Observation],
+    now: float,
+    settings: LeaseSettings,
+    rng: random.Random,
+) -> Plan:
+    """The Java KCL 2.x taker's rule (see the module docstring)."""
+    view = _view(worker_id, leases, observations, now, settings)
+    if not view.active:
+        return Plan(0, (), (), view.live, "no leases")
+    needed = view.target - view.mine
+    if needed <= 0:
+        return Plan(view.target, (), (), view.live, f"{view.summary}: balanced")
+    if view.expired:
+        take = _take_expired(view, needed, rng)
+        return Plan(view.target, take, (), view.live,
+                    f"{view.summary}: taking {len(take)} of {len(view.expired)} available")
+    others = [(owner, count) for owner, count in sorted(view.counts.items()) if owner != worker_id]
     if not others:
-        return Plan(target, (), (), live, f"{summary}: nothing to take")
-    # Most loaded first; ties broken by name so the decision is reproducible.
-    top_count, top_owner = max(others, key=lambda item: (item[0], item[1]))
+        return Plan(view.target, (), (), view.live, f"{view.summary}: nothing to take")
+    top_owner, top_count = others[0]
+    for owner, count in others:  # Java keeps the first maximum of its map's iteration order
+        if count > top_count:
+            top_owner, top_count = owner, count
     steal_count = 0
-    if top_count >= target:
-        steal_count = min(needed, top_count - target)
+    if top_count >= view.target:
+        steal_count = min(needed, top_count - view.target)
         if needed > 1 and steal_count == 0:
             steal_count = 1
         steal_count = min(steal_count, settings.max_leases_to_steal_at_one_time)
     if steal_count <= 0:
-        return Plan(target, (), (), live, f"{summary}: nothing to steal ({top_owner} holds {top_count})")
-    theirs = sorted(k for k, lease in active.items() if lease.owner == top_owner and k not in expired)
+        return Plan(view.target, (), (), view.live, f"{view.summary}: nothing to steal ({top_owner} holds {top_count})")
+    theirs = _stealable(view, top_owner)
     rng.shuffle(theirs)
     steal = tuple(theirs[:steal_count])
-    return Plan(target, (), steal, live, f"{summary}: stealing {len(steal)} from {top_owner} (holds {top_count})")
+    return Plan(view.target, (), steal, view.live,
+                f"{view.summary}: stealing {len(steal)} from {top_owner} (holds {top_count})")

@@ -99,6 +99,21 @@ class LeaseSettings:
         """Java: 2 * (failoverTimeMillis + epsilon) (20050 ms at the default)."""
         return 2 * (self.failover_time_ms + LEASE_EPSILON_MS) / 1000.0
 
+    @property
+    def watch_interval_s(self) -> float:
+        """kcl-mp: failoverTimeMillis + epsilon (half the take interval).
+
+        The table is scanned this often so a dead worker's leases are seen expired, and
+        taken, within failoverTimeMillis + one take interval of its last renewal (scanning
+        only every take interval, as Java does, can take two). Steals still happen only
+        every take interval.
+        """
+        return (self.failover_time_ms + LEASE_EPSILON_MS) / 1000.0
+
+    @property
+    def handoff_timeout_s(self) -> float:
+        return self.graceful_lease_handoff_timeout_ms / 1000.0
+
 
 @dataclass(frozen=True)
 class ProcessorSettings:
