@@ -48,7 +48,7 @@ from .errors import (
 )
 from .lease import ExtendedSequenceNumber
 from .protocol import Conversation, Done, Reply, Store
-from .wire import Batch, LineSplitter, Message, Skip, parse_line
+from .wire import DEPENDENCY, LEASE_MOVED, THROTTLED, Batch, LineSplitter, Message, Skip, parse_line
 
 Checkpointer = Callable[[ExtendedSequenceNumber], "str | None"]
 
@@ -100,10 +100,10 @@ class LineBudget:
 def _store_error(exc: BaseException) -> str:
     """The Java error name for a checkpointer that raised instead of returning one."""
     if isinstance(exc, LeaseLostError):
-        return "ShutdownException"
+        return LEASE_MOVED
     if isinstance(exc, ThrottledError):
-        return "ThrottlingException"
-    return "KinesisClientLibDependencyException"
+        return THROTTLED
+    return DEPENDENCY
 
 
 class ProcessorChild:
@@ -125,6 +125,7 @@ class ProcessorChild:
         self._tail_lock = threading.Lock()  # copying a deque while another thread appends raises
         self._readers: list[threading.Thread] = []
         self._closed = False
+        self.lease_moved = False  # a checkpoint was refused because the lease is another worker's
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -278,6 +279,10 @@ class ProcessorChild:
             return _store_error(exc)
         if error is None:
             self.log.debug("checkpointed %s at %s", self.shard_id, position)
+        elif error == LEASE_MOVED:
+            self.lease_moved = True
+            self.log.warning("checkpoint of %s at %s refused: the lease now belongs to another worker",
+                             self.shard_id, position)
         else:
             self.log.warning("checkpoint of %s at %s failed: %s", self.shard_id, position, error)
         return error

@@ -119,6 +119,12 @@ class Lease:
     def is_shard_end(self) -> bool:
         return self.checkpoint is not None and self.checkpoint.sequence_number == SHARD_END
 
+    @property
+    def holder(self) -> str | None:
+        """Who processes the shard: during a KCL 3.x handoff the old owner (checkpointOwner)
+        until it has checkpointed, then the new one (leaseOwner)."""
+        return self.checkpoint_owner or self.owner
+
     def with_(self, **changes: Any) -> "Lease":
         return replace(self, **changes)
 

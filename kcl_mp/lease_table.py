@@ -1,26 +1,37 @@
 """The DynamoDB lease table: every read and conditional write kcl-mp makes.
 
-Conditions sent (``:me`` is this worker's id, ``:c`` the counter last seen):
+Conditions sent (``:me`` is this worker's id, ``:c`` the counter last seen; "holds"
+below is ``(leaseOwner = :me AND attribute_not_exists(checkpointOwner)) OR
+checkpointOwner = :me``: the KCL 3.x rule that, during a handoff, the old owner named in
+checkpointOwner still holds the lease):
 
-    create      PutItem     attribute_not_exists(leaseKey)
-    take        UpdateItem  leaseCounter = :c
-                            SET leaseOwner = :me, leaseCounter = :c + 1
-                            [ADD ownerSwitchesSinceCheckpoint 1 when the owner changes]
-                            REMOVE checkpointOwner
-    renew       UpdateItem  leaseCounter = :c AND leaseOwner = :me
-                            SET leaseCounter = :c + 1
-    release     UpdateItem  leaseOwner = :me
-                            REMOVE leaseOwner, checkpointOwner  ADD leaseCounter 1
-    checkpoint  UpdateItem  leaseOwner = :me AND (attribute_not_exists(checkpoint)
-                            OR checkpoint <> SHARD_END)
-                            SET checkpoint, checkpointSubSequenceNumber,
-                            ownerSwitchesSinceCheckpoint = 0
-                            REMOVE pendingCheckpoint, pendingCheckpointSubSequenceNumber,
-                            pendingCheckpointState
-    delete      DeleteItem  leaseOwner = :me OR attribute_not_exists(leaseOwner)
+    create          PutItem     attribute_not_exists(leaseKey)
+    take            UpdateItem  leaseCounter = :c
+                                SET leaseOwner = :me, leaseCounter = :c + 1
+                                [ADD ownerSwitchesSinceCheckpoint 1 when the owner changes]
+                                REMOVE checkpointOwner
+    renew           UpdateItem  leaseCounter = :c AND holds
+                                SET leaseCounter = :c + 1
+    handoff start   UpdateItem  leaseOwner = :old AND attribute_not_exists(checkpointOwner)
+                                SET leaseOwner = :me, checkpointOwner = :old
+    handoff finish  UpdateItem  checkpointOwner = :me          (the old owner, when done)
+                                REMOVE checkpointOwner  ADD leaseCounter 1
+    handoff cancel  UpdateItem  leaseOwner = :me AND checkpointOwner = :old
+                                SET leaseOwner = :old  REMOVE checkpointOwner
+    release         UpdateItem  leaseOwner = :me AND attribute_not_exists(checkpointOwner)
+                                REMOVE leaseOwner  ADD leaseCounter 1
+    checkpoint      UpdateItem  holds AND (attribute_not_exists(checkpoint)
+                                OR checkpoint <> SHARD_END)
+                                SET checkpoint, checkpointSubSequenceNumber,
+                                ownerSwitchesSinceCheckpoint = 0
+                                REMOVE pendingCheckpoint, pendingCheckpointSubSequenceNumber,
+                                pendingCheckpointState
+    delete          DeleteItem  leaseOwner = :me OR attribute_not_exists(leaseOwner)
 
-These are the Java KCL's writes (DynamoDBLeaseRefresher / DynamoDBLeaseSerializer), so
-Java workers and kcl-mp workers can share one table. UpdateItem never touches attributes
+These are the Java KCL's writes (DynamoDBLeaseRefresher / DynamoDBLeaseSerializer; the
+handoff ones are KCL 3.x's initiateGracefulLeaseHandoff and evictLease), so Java workers
+and kcl-mp workers can share one table. The handoff start does not bump the counter, so
+the old owner keeps renewing (nobody sees the lease expire) until it has checkpointed. UpdateItem never touches attributes
 it does not name, so whatever a Java worker stored stays. A checkpoint does not bump
 ``leaseCounter``: only the supervisor's renewals do, so the shard worker (another process)
 never races its own supervisor; fencing comes from the owner condition instead.
@@ -51,14 +62,12 @@ from .lease import (
     ExtendedSequenceNumber,
     Lease,
 )
+from .wire import DEPENDENCY, INVALID_STATE, LEASE_MOVED, THROTTLED
 
 OWNER_INDEX = "LeaseOwnerToLeaseKeyIndex"
+# This worker (:me) holds the lease: it owns it, or it is the old owner of a handoff.
+_HOLDS = "((#o = :me AND attribute_not_exists(#co)) OR #co = :me)"
 
-# What a checkpoint write reports to the processor (PROTOCOL.md section 5.3).
-CHECKPOINT_LEASE_LOST = "ShutdownException"
-CHECKPOINT_THROTTLED = "ThrottlingException"
-CHECKPOINT_DEPENDENCY = "KinesisClientLibDependencyException"
-CHECKPOINT_INVALID_STATE = "InvalidStateException"
 
 
 class LeaseTable:
@@ -191,23 +200,62 @@ class LeaseTable:
         return self._update(lease.key, update, "#c = :c", names, values, f"taking lease {lease.key}")
 
     def renew(self, lease: Lease, owner: str) -> Lease | None:
-        """Bump the counter of a lease this worker holds; None if it was lost."""
+        """Bump the counter of a lease this worker holds; None if it was lost.
+
+        The result may name another ``leaseOwner`` with this worker as ``checkpointOwner``:
+        a handoff was asked for; the caller stops the processor, then ``handoff_finish``.
+        """
         return self._update(
             lease.key,
             "SET #c = :next",
-            "#c = :c AND #o = :me",
-            {"#c": LEASE_COUNTER, "#o": LEASE_OWNER},
+            f"#c = :c AND {_HOLDS}",
+            {"#c": LEASE_COUNTER, "#o": LEASE_OWNER, "#co": CHECKPOINT_OWNER},
             {":c": {"N": str(lease.counter)}, ":next": {"N": str(lease.counter + 1)}, ":me": {"S": owner}},
             f"renewing lease {lease.key}",
         )
+
+    def handoff_start(self, lease: Lease, new_owner: str) -> Lease | None:
+        """Ask ``lease``'s owner to hand it over to ``new_owner`` after a last checkpoint."""
+        if not lease.owner:
+            raise ValueError(f"lease {lease.key} has no owner to hand it over")
+        return self._update(
+            lease.key,
+            "SET #o = :me, #co = :old",
+            "#o = :old AND attribute_not_exists(#co)",
+            {"#o": LEASE_OWNER, "#co": CHECKPOINT_OWNER},
+            {":me": {"S": new_owner}, ":old": {"S": lease.owner}},
+            f"starting the handoff of lease {lease.key}",
+        )
+
+    def handoff_finish(self, key: str, old_owner: str) -> bool:
+        """The old owner is done (final checkpoint written): the new owner may start."""
+        return self._update(
+            key,
+            "REMOVE #co ADD #c :one",
+            "#co = :me",
+            {"#co": CHECKPOINT_OWNER, "#c": LEASE_COUNTER},
+            {":me": {"S": old_owner}, ":one": {"N": "1"}},
+            f"finishing the handoff of lease {key}",
+        ) is not None
+
+    def handoff_cancel(self, key: str, new_owner: str, old_owner: str) -> bool:
+        """The new owner gives up before the handoff ends (it is stopping): the lease stays."""
+        return self._update(
+            key,
+            "SET #o = :old REMOVE #co",
+            "#o = :me AND #co = :old",
+            {"#o": LEASE_OWNER, "#co": CHECKPOINT_OWNER},
+            {":me": {"S": new_owner}, ":old": {"S": old_owner}},
+            f"cancelling the handoff of lease {key}",
+        ) is not None
 
     def release(self, key: str, owner: str) -> bool:
         """Give a held lease up so another worker can take it at once (no expiry wait)."""
         return (
             self._update(
                 key,
-                "REMOVE #o, #co ADD #c :one",
-                "#o = :me",
+                "REMOVE #o ADD #c :one",
+                "#o = :me AND attribute_not_exists(#co)",
                 {"#o": LEASE_OWNER, "#co": CHECKPOINT_OWNER, "#c": LEASE_COUNTER},
                 {":me": {"S": owner}, ":one": {"N": "1"}},
                 f"releasing lease {key}",
@@ -239,7 +287,7 @@ class LeaseTable:
                 TableName=self.name,
                 Key={LEASE_KEY: {"S": key}},
                 UpdateExpression="SET #cp = :seq, #cs = :sub, #sw = :zero REMOVE #p, #ps, #pst",
-                ConditionExpression="#o = :me AND (attribute_not_exists(#cp) OR #cp <> :end)",
+                ConditionExpression=f"{_HOLDS} AND (attribute_not_exists(#cp) OR #cp <> :end)",
                 ExpressionAttributeNames={
                     "#cp": CHECKPOINT,
                     "#cs": CHECKPOINT_SUB,
@@ -248,6 +296,7 @@ class LeaseTable:
                     "#ps": PENDING_CHECKPOINT_SUB,
                     "#pst": PENDING_CHECKPOINT_STATE,
                     "#o": LEASE_OWNER,
+                    "#co": CHECKPOINT_OWNER,
                 },
                 ExpressionAttributeValues={
                     ":seq": {"S": position.sequence_number},
@@ -261,13 +310,13 @@ class LeaseTable:
         except AWS_ERRORS as exc:
             if is_conditional_failure(exc):
                 current = self.get(key)
-                if current is None or current.owner != owner:
-                    return CHECKPOINT_LEASE_LOST
-                return CHECKPOINT_INVALID_STATE  # the lease is already at SHARD_END
+                if current is None or current.holder != owner:
+                    return LEASE_MOVED
+                return INVALID_STATE  # the lease is already at SHARD_END
             error = translate(exc, f"checkpointing lease {key}")
             if error.code == "ResourceNotFoundException":
-                return CHECKPOINT_INVALID_STATE
-            return CHECKPOINT_THROTTLED if isinstance(error, ThrottledError) else CHECKPOINT_DEPENDENCY
+                return INVALID_STATE
+            return THROTTLED if isinstance(error, ThrottledError) else DEPENDENCY
 
     def _update(
         self, key: str, update: str, condition: str, names: dict[str, str], values: dict[str, Any], what: str

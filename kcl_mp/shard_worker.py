@@ -17,6 +17,8 @@ worker -> supervisor:
     ("progress", records_delivered, last_checkpoint, millis_behind_latest)   at most 1/s
     ("shutdown_ready", last_checkpoint)
     ("shard_end", checkpointed_shard_end)
+    ("lease_moved",)       a checkpoint was refused (the lease is another worker's): the
+                           child got the error, then leaseLost, and the worker exits
     ("failed", cause)      just before a non-zero exit
 
 Exit status: 0 done (lease lost, shutdown, shard end); EXIT_PROCESSOR when the child broke
@@ -170,6 +172,11 @@ class ShardWorker:
                 self.delivered += item.count
                 self.millis_behind = item.millis_behind_latest
                 self._progress(child)
+                if child.lease_moved:
+                    fetcher.stop()
+                    self.send("lease_moved")
+                    child.lease_lost()
+                    return EXIT_OK
             elif isinstance(item, ShardEnded):
                 return self._shard_end(child)
             elif isinstance(item, FetchFailed):

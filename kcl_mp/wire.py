@@ -20,8 +20,12 @@ import orjson
 
 from .lease import ExtendedSequenceNumber
 
+# The checkpoint errors the client libraries understand (PROTOCOL.md section 5.3).
 ILLEGAL_ARGUMENT = "IllegalArgumentException"
 INVALID_STATE = "InvalidStateException"
+LEASE_MOVED = "ShutdownException"  # the lease is no longer this worker's
+THROTTLED = "ThrottlingException"
+DEPENDENCY = "KinesisClientLibDependencyException"
 
 INITIALIZE = "initialize"
 PROCESS_RECORDS = "processRecords"

@@ -91,3 +91,41 @@ def test_delete(table):
     assert table.delete(lease.key, "w2") is False
     assert table.delete(lease.key, "w1") is True
     assert table.get("shardId-a") is None
+
+
+def test_graceful_handoff_keeps_the_old_owner_checkpointing_until_it_finishes(table):
+    """KCL 3.x handoff: the thief names itself owner and the owner checkpointOwner; the
+    owner still renews and checkpoints until it finishes; then only the thief can."""
+    table.create_if_absent(fresh())
+    held = table.take(fresh(), "A")
+    asked = table.handoff_start(held, "B")
+    assert asked is not None and asked.owner == "B" and asked.checkpoint_owner == "A"
+    assert asked.counter == held.counter  # the counter does not move: A's renewals go on
+    assert table.handoff_start(asked, "C") is None  # one handoff at a time
+    renewed = table.renew(asked, "A")
+    assert renewed is not None and renewed.holder == "A"
+    assert table.renew(renewed, "B") is None  # the new owner does not renew before it starts
+    assert table.checkpoint(held.key, "A", ExtendedSequenceNumber("42")) is None
+    assert table.checkpoint(held.key, "B", ExtendedSequenceNumber("43")) == "ShutdownException"
+    assert table.handoff_finish(held.key, "A") is True
+    after = table.get(held.key)
+    assert after.owner == "B" and after.checkpoint_owner is None and after.counter == renewed.counter + 1
+    assert after.checkpoint == ExtendedSequenceNumber("42")
+    assert table.renew(renewed, "A") is None  # the old owner's next renewal fails: it lost the lease
+    assert table.checkpoint(held.key, "A", ExtendedSequenceNumber("44")) == "ShutdownException"
+    assert table.renew(after, "B") is not None
+    assert table.checkpoint(held.key, "B", ExtendedSequenceNumber("45")) is None
+
+
+def test_handoff_cancel_and_forced_take(table):
+    table.create_if_absent(fresh())
+    held = table.take(fresh(), "A")
+    asked = table.handoff_start(held, "B")
+    assert table.release(held.key, "B") is False  # a lease mid-handoff is not released, it is cancelled
+    assert table.handoff_cancel(held.key, "B", "A") is True
+    back = table.get(held.key)
+    assert back.owner == "A" and back.checkpoint_owner is None
+    asked = table.handoff_start(back, "B")
+    forced = table.take(asked, "B")  # the timeout passed: the thief takes it, the handoff ends
+    assert forced.owner == "B" and forced.checkpoint_owner is None
+    assert table.renew(asked, "A") is None

@@ -1,0 +1,313 @@
+"""The lease coordinator: the supervisor's side of the lease table.
+
+It renews what this worker holds, scans the table to take and steal (``balance`` decides,
+this module writes), runs the KCL 3.x graceful handoff in both directions, and creates
+leases for new shards. It never touches processes: it reports what changed and the
+supervisor starts, stops or warns shard workers accordingly.
+
+A steal is a handoff, so a planned rebalance re-delivers nothing::
+
+    thief: handoff_start          leaseOwner = thief, checkpointOwner = owner
+    owner: next renewal sees it   -> its processor gets shutdownRequested, checkpoints
+    owner: handoff_finish         REMOVE checkpointOwner, counter + 1
+    thief: next renewal sees it   -> starts its processor from that checkpoint
+
+Bounds: the owner finishes at the latest gracefulLeaseHandoffTimeoutMillis after it saw
+the request (a processor that does not answer loses its lease the hard way); the thief
+takes the lease by force once that timeout has passed, or as soon as the owner stopped
+renewing for failoverTimeMillis (it died mid-handoff). With isGracefulLeaseHandoffEnabled
+false, a steal is a plain take, as in KCL 2.x.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import balance
+from .aws import AWS_ERRORS, translate
+from .config import Config
+from .errors import DependencyError
+from .lease import Lease
+from .lease_table import LeaseTable
+from .logs import ShardLog
+from .shard_sync import Shard, plan_new_leases
+
+
+@dataclass
+class Held:
+    """A lease this worker holds, as last written, and when it was last renewed."""
+
+    lease: Lease
+    renewed_at: float
+
+
+@dataclass
+class Incoming:
+    """A lease being handed to this worker: waiting for its old owner's last checkpoint."""
+
+    lease: Lease
+    asked_at: float
+    changed_at: float  # when its counter last moved (the old owner renewing)
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """What one renewal round found."""
+
+    lost: tuple[str, ...] = ()  # no longer ours: stop their processors (leaseLost)
+    handoffs: tuple[str, ...] = ()  # another worker asked for them: shutdownRequested, then finish
+    acquired: tuple[str, ...] = ()  # handed over to this worker: start their processors
+
+
+@dataclass
+class LeaseCoordinator:
+    config: Config
+    table: LeaseTable
+    kinesis: Any
+    log: ShardLog
+    clock: Callable[[], float]
+    rng: random.Random
+    held: dict[str, Held] = field(default_factory=dict)
+    incoming: dict[str, Incoming] = field(default_factory=dict)
+    handing_off: dict[str, float] = field(default_factory=dict)  # key -> when the request was seen
+    finished: set[str] = field(default_factory=set)  # shards this host saw to SHARD_END
+    observations: dict[str, balance.Observation] = field(default_factory=dict)
+    last_steal_at: float = float("-inf")
+
+    @property
+    def me(self) -> str:
+        return self.config.worker_id
+
+    # -- start-up ---------------------------------------------------------------------
+
+    def adopt_own_leases(self, leases: list[Lease]) -> None:
+        """Pick up where an earlier run of this worker id left off (as Java does)."""
+        now = self.clock()
+        for lease in leases:
+            if lease.is_shard_end:
+                continue
+            if lease.checkpoint_owner == self.me and lease.owner != self.me:
+                if self.table.handoff_finish(lease.key, self.me):  # its processor is gone already
+                    self.log.info("finished the handoff of %s to %s left by an earlier run", lease.key, lease.owner)
+            elif lease.owner == self.me and lease.checkpoint_owner:
+                self.incoming[lease.key] = Incoming(lease, now, now)
+            elif lease.owner == self.me:
+                renewed = self.table.renew(lease, self.me)
+                if renewed is not None:
+                    self.held[lease.key] = Held(renewed, now)
+                    self.log.info("kept lease %s from an earlier run of this worker id", lease.key)
+
+    # -- renewing ---------------------------------------------------------------------
+
+    def renew(self) -> Renewal:
+        lost: list[str] = []
+        handoffs: list[str] = []
+        failover_s = self.config.lease.failover_time_ms / 1000.0
+        for key, held in list(self.held.items()):
+            now = self.clock()
+            try:
+                renewed = self.table.renew(held.lease, self.me)
+                if renewed is None:
+                    renewed = self._recheck(held.lease)
+            except DependencyError as exc:
+                if now - held.renewed_at < failover_s:
+                    self.log.warning("renewing lease %s failed (%s); still held for %.1f s",
+                                     key, exc, failover_s - (now - held.renewed_at))
+                    continue
+                renewed = None
+                self.log.error("lease %s expired locally: no renewal for %.1f s (%s)", key, now - held.renewed_at, exc)
+            if renewed is None:
+                self.drop(key, "taken by another worker or not renewable")
+                lost.append(key)
+                continue
+            self.held[key] = Held(renewed, now)
+            if renewed.owner != self.me and key not in self.handing_off:
+                self.handing_off[key] = now
+                handoffs.append(key)
+                self.log.info("lease %s: %s asked for it; stopping its processor for a last checkpoint",
+                              key, renewed.owner)
+        timeout_s = self.config.lease.handoff_timeout_s
+        for key, asked_at in list(self.handing_off.items()):
+            if key in self.held and self.clock() - asked_at > timeout_s:
+                self.log.warning("lease %s: the processor did not finish within gracefulLeaseHandoffTimeoutMillis "
+                                 "(%.0f s); handing the lease over without its last checkpoint", key, timeout_s)
+                self.finish_handoff(key)
+                lost.append(key)
+        return Renewal(tuple(lost), tuple(handoffs), self._check_incoming())
+
+    def _recheck(self, lease: Lease) -> Lease | None:
+        """After a failed renewal: still ours (only the counter moved) means retry with it."""
+        current = self.table.get(lease.key)
+        if current is None or current.holder != self.me:
+            return None
+        return self.table.renew(current, self.me)
+
+    def _check_incoming(self) -> tuple[str, ...]:
+        acquired: list[str] = []
+        failover_s = self.config.lease.failover_time_ms / 1000.0
+        for key, waiting in list(self.incoming.items()):
+            now = self.clock()
+            try:
+                current = self.table.get(key)
+            except DependencyError as exc:
+                self.log.warning("checking the handoff of %s failed: %s", key, exc)
+                continue
+            if current is None or current.owner != self.me:
+                del self.incoming[key]
+                self.log.info("lease %s went to %s instead", key, current.owner if current else "nobody (deleted)")
+                continue
+            if not current.checkpoint_owner:
+                del self.incoming[key]
+                self.held[key] = Held(current, now)
+                acquired.append(key)
+                self.log.info("lease %s handed over at checkpoint %s", key, current.checkpoint)
+                continue
+            if current.counter != waiting.lease.counter:
+                waiting.changed_at = now
+            waiting.lease = current
+            overdue = now - waiting.asked_at > self.config.lease.handoff_timeout_s
+            stalled = now - waiting.changed_at > failover_s
+            if overdue or stalled:
+                why = "its owner stopped renewing it" if stalled else "the handoff timed out"
+                if self._take(current, f"took lease {key} from {current.checkpoint_owner} ({why})"):
+                    del self.incoming[key]
+                    acquired.append(key)
+        return tuple(acquired)
+
+    # -- taking and stealing ----------------------------------------------------------
+
+    def scan(self) -> tuple[str, ...]:
+        """One look at the table: take expired leases; steal at most once per take interval."""
+        try:
+            leases = {lease.key: lease for lease in self.table.list_leases()}
+        except DependencyError as exc:
+            self.log.warning("lease taker skipped a round: %s", exc)
+            return ()
+        now = self.clock()
+        self.observations = balance.observe(self.observations, leases.values(), now)
+        may_steal = now - self.last_steal_at >= self.config.lease.take_interval_s
+        candidates = {k: v for k, v in leases.items() if k not in self.finished}
+        plan = balance.plan_leases(self.me, candidates, self.observations, now, self.config.lease, self.rng,
+                                   may_steal=may_steal)
+        if may_steal:
+            self.last_steal_at = now
+        if plan.take or plan.steal:
+            self.log.info("taker: %s", plan.reason)
+        acquired = [key for key in plan.take
+                    if self._take(leases[key], f"took lease {key} (from {leases[key].owner or 'nobody'})")]
+        for key in plan.steal:
+            if self.config.lease.graceful_lease_handoff_enabled:
+                self._ask_handoff(leases[key])
+            elif self._take(leases[key], f"stole lease {key} from {leases[key].owner}"):
+                acquired.append(key)
+        return tuple(acquired)
+
+    def _take(self, lease: Lease, what: str) -> bool:
+        try:
+            taken = self.table.take(lease, self.me)
+        except DependencyError as exc:
+            self.log.warning("taking lease %s failed: %s", lease.key, exc)
+            return False
+        if taken is None:
+            self.log.info("lease %s moved before it could be taken", lease.key)
+            return False
+        self.log.info("%s, checkpoint %s", what, taken.checkpoint)
+        self.held[lease.key] = Held(taken, self.clock())
+        return True
+
+    def _ask_handoff(self, lease: Lease) -> None:
+        try:
+            started = self.table.handoff_start(lease, self.me)
+        except DependencyError as exc:
+            self.log.warning("asking for lease %s failed: %s", lease.key, exc)
+            return
+        if started is None:
+            self.log.info("lease %s moved before its handoff could start", lease.key)
+            return
+        now = self.clock()
+        self.incoming[lease.key] = Incoming(started, now, now)
+        self.log.info("asked %s to hand lease %s over", lease.owner, lease.key)
+
+    # -- giving leases up -------------------------------------------------------------
+
+    def finish_handoff(self, key: str) -> None:
+        """The processor has made its last checkpoint: let the new owner start."""
+        self.held.pop(key, None)
+        self.handing_off.pop(key, None)
+        try:
+            if self.table.handoff_finish(key, self.me):
+                self.log.info("handed lease %s over", key)
+        except DependencyError as exc:
+            self.log.warning("finishing the handoff of %s failed (%s); the new owner will take it after "
+                             "gracefulLeaseHandoffTimeoutMillis", key, exc)
+
+    def drop(self, key: str, why: str) -> None:
+        """Forget a lease that is no longer ours (no write: someone else has it)."""
+        if self.held.pop(key, None) is not None:
+            self.log.warning("lost lease %s: %s", key, why)
+        self.handing_off.pop(key, None)
+
+    def shard_ended(self, key: str) -> None:
+        self.finished.add(key)
+        self.held.pop(key, None)  # a finished shard is not renewed; resharding cleans it up
+
+    def release_all(self) -> list[str]:
+        """On shutdown: release held leases, finish handoffs out, cancel handoffs in."""
+        released = []
+        for key in list(self.held):
+            try:
+                if key in self.handing_off:
+                    self.finish_handoff(key)
+                elif self.table.release(key, self.me):
+                    released.append(key)
+            except DependencyError as exc:
+                self.log.warning("releasing lease %s failed (%s); it will expire instead", key, exc)
+        for key, waiting in self.incoming.items():
+            try:
+                self.table.handoff_cancel(key, self.me, waiting.lease.checkpoint_owner or "")
+            except DependencyError as exc:
+                self.log.warning("cancelling the handoff of %s failed (%s)", key, exc)
+        self.held.clear()
+        self.incoming.clear()
+        return released
+
+    def refresh(self, key: str) -> None:
+        """A restarted worker resumes from the checkpoint its predecessor wrote."""
+        try:
+            current = self.table.get(key)
+        except DependencyError:
+            return
+        if current is not None and current.holder == self.me and key in self.held:
+            self.held[key] = Held(current, self.held[key].renewed_at)
+
+    # -- shard sync -------------------------------------------------------------------
+
+    def sync_shards(self, leases: dict[str, Lease]) -> None:
+        try:
+            shards = self.list_shards()
+        except DependencyError as exc:
+            self.log.warning("shard sync skipped: %s", exc)
+            return
+        for lease in plan_new_leases(shards, leases, self.config.initial_position):
+            try:
+                if self.table.create_if_absent(lease):
+                    self.log.info("created lease %s at %s", lease.key, lease.checkpoint)
+            except DependencyError as exc:
+                self.log.warning("creating lease %s failed: %s", lease.key, exc)
+
+    def list_shards(self) -> list[Shard]:
+        shards: list[Shard] = []
+        kwargs: dict[str, Any] = {"StreamName": self.config.stream_name}
+        for _ in range(10_000):  # bounded paging
+            try:
+                page = self.kinesis.list_shards(**kwargs)
+            except AWS_ERRORS as exc:
+                raise translate(exc, f"ListShards on {self.config.stream_name}") from exc
+            shards.extend(Shard.from_api(s) for s in page.get("Shards", ()))
+            token = page.get("NextToken")
+            if not token:
+                break
+            kwargs = {"NextToken": token}
+        return shards
