@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit integration bench clean
+.PHONY: demo test unit integration bench-balance clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ unit: $(STAMP)
 
 integration: $(STAMP)
 	$(BIN)/python -m pytest -q tests/integration $(PYTEST_ARGS)
+
+## bench-balance: take intervals to balance after a cold start, a join and a crash, kcl-mp vs the Java rule
+bench-balance: $(STAMP)
+	$(BIN)/python bench/balance_sim.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -131,12 +131,20 @@ def _view(worker_id: str, leases: Mapping[str, Lease], observations: Mapping[str
     return _View(active, expired, counts, live, target, counts[worker_id])
 
 
-def _take_expired(view: _View, needed: int, rng: random.Random) -> tuple[str, ...]:
+def _take_or_stay(view: _View, needed: int, rng: random.Random) -> Plan | None:
+    """Steps shared by both rules: nothing to do, or take expired leases; None: go on to steal."""
+    if not view.active:
+        return Plan(0, (), (), view.live, "no leases")
+    if needed <= 0:
+        return Plan(view.target, (), (), view.live, f"{view.summary}: balanced")
+    if not view.expired:
+        return None
     unowned = [k for k in view.expired if not view.active[k].owner]
     stale = [k for k in view.expired if view.active[k].owner]
     rng.shuffle(unowned)
     rng.shuffle(stale)
-    return tuple((unowned + stale)[:needed])
+    take = tuple((unowned + stale)[:needed])
+    return Plan(view.target, take, (), view.live, f"{view.summary}: taking {len(take)} of {len(view.expired)} available")
 
 
 def _stealable(view: _View, owner: str) -> list[str]:
@@ -156,15 +164,10 @@ def plan_leases(
 ) -> Plan:
     """kcl-mp's rule (see the module docstring). ``may_steal=False``: take expired only."""
     view = _view(worker_id, leases, observations, now, settings)
-    if not view.active:
-        return Plan(0, (), (), view.live, "no leases")
     needed = view.target - view.mine
-    if needed <= 0:
-        return Plan(view.target, (), (), view.live, f"{view.summary}: balanced")
-    if view.expired:
-        take = _take_expired(view, needed, rng)
-        return Plan(view.target, take, (), view.live,
-                    f"{view.summary}: taking {len(take)} of {len(view.expired)} available")
+    early = _take_or_stay(view, needed, rng)
+    if early is not None:
+        return early
     if not may_steal:
         return Plan(view.target, (), (), view.live, f"{view.summary}: nothing expired; steals wait for the taker")
     projected = {owner: count for owner, count in view.counts.items() if owner != worker_id}
@@ -201,15 +204,10 @@ def plan_leases_java(
 ) -> Plan:
     """The Java KCL 2.x taker's rule (see the module docstring)."""
     view = _view(worker_id, leases, observations, now, settings)
-    if not view.active:
-        return Plan(0, (), (), view.live, "no leases")
     needed = view.target - view.mine
-    if needed <= 0:
-        return Plan(view.target, (), (), view.live, f"{view.summary}: balanced")
-    if view.expired:
-        take = _take_expired(view, needed, rng)
-        return Plan(view.target, take, (), view.live,
-                    f"{view.summary}: taking {len(take)} of {len(view.expired)} available")
+    early = _take_or_stay(view, needed, rng)
+    if early is not None:
+        return early
     others = [(owner, count) for owner, count in sorted(view.counts.items()) if owner != worker_id]
     if not others:
         return Plan(view.target, (), (), view.live, f"{view.summary}: nothing to take")

@@ -3,6 +3,7 @@
     kcl-mp --properties app.properties            run a worker (as the Java MultiLangDaemon)
     kcl-mp app.properties                         the same, positional (as the kclpy helper)
     kcl-mp -p app.properties --embedded           on a local moto server, no AWS account
+    kcl-mp leases -p app.properties [--json]      the lease table: per worker, per lease
 
 Accepts the Java daemon's spellings (``--properties-file``, ``-p``, a positional file,
 ``-l/--log-configuration`` which is ignored with a warning). Exit status: 0 after a
@@ -62,6 +63,12 @@ def _overrides(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["leases"]:
+        from . import lease_report
+
+        logs.setup(os.environ.get("KCL_MP_LOG_LEVEL", "WARNING"), "text")
+        return lease_report.main(argv[1:])
     args = _parser().parse_args(argv)
     logs.setup(args.log_level, args.log_format)
     path = args.properties or args.file
@@ -93,15 +100,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .supervisor import Supervisor
 
         return Supervisor(config, args.log_level, args.log_format, args.progress).run()
-    except ConfigError as exc:
-        print(f"kcl-mp: configuration error: {exc}", file=sys.stderr)
-        return 1
     except KclMpError as exc:
-        print(f"kcl-mp: error: {exc}", file=sys.stderr)
-        return 1
+        return fail(exc)
     finally:
         if emulator is not None:
             emulator.stop()
+
+
+def fail(exc: KclMpError) -> int:
+    """Print a kcl-mp error for a person; the exit status (1)."""
+    kind = "configuration error" if isinstance(exc, ConfigError) else "error"
+    print(f"kcl-mp: {kind}: {exc}", file=sys.stderr)
+    return 1
 
 
 def check_startable(config: Config) -> None:

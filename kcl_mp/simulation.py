@@ -5,9 +5,9 @@ Used by the property tests (tests/unit/test_balance.py) and the balance benchmar
 (bench/balance_sim.py) to compare kcl-mp's rule with the Java KCL's. Each worker runs
 three timers from its own start time: renew (failoverTimeMillis/3 - epsilon), scan
 (kcl-mp: failoverTimeMillis + epsilon; Java: the take interval) and steal (the take
-interval). A scan reads the table at once and writes its takes ``scan_latency_s`` later,
-conditional on the counter it read, so workers that scan together act on one snapshot,
-as real ones do. A steal moves the lease at once: the graceful handoff that follows it
+interval). A scan reads the table at once; its conditional writes (on the counter it
+read) follow ``scan_latency_s`` later, one every ``write_s``, so workers that scan
+together act on one snapshot and race write by write, as real ones do. A steal moves the lease at once: the graceful handoff that follows it
 takes about one renew interval and does not change who counts the lease.
 """
 
@@ -52,7 +52,7 @@ class Result:
 
 class Fleet:
     def __init__(self, leases: int, settings: LeaseSettings, rule: str = "kcl-mp", seed: int = 0,
-                 scan_latency_s: float = 0.05, check_invariants: bool = False):
+                 scan_latency_s: float = 0.05, write_s: float = 0.005, check_invariants: bool = False):
         self.settings = settings
         self.rule = RULES[rule]
         self.watch_s = settings.watch_interval_s if rule == "kcl-mp" else settings.take_interval_s
@@ -61,6 +61,7 @@ class Fleet:
         self.workers: dict[str, SimWorker] = {}
         self.now = 0.0
         self.scan_latency_s = scan_latency_s
+        self.write_s = write_s
         self.check_invariants = check_invariants
         self._events: list[tuple[float, int, str, str, object]] = []
         self._seq = 0
@@ -127,20 +128,20 @@ class Fleet:
             plan = self.rule(worker.name, snapshot, worker.observations, self.now, self.settings, worker.rng)
         if may_steal:
             worker.last_steal_at = self.now
-        if plan.take or plan.steal:
-            self._push(self.now + self.scan_latency_s, "write", worker.name,
-                       [(k, snapshot[k].counter) for k in plan.take + plan.steal])
+        for i, key in enumerate(plan.take + plan.steal):
+            self._push(self.now + self.scan_latency_s + i * self.write_s, "write", worker.name,
+                       (key, snapshot[key].counter))
         self._push(self.now + self.watch_s, "scan", worker.name)
 
-    def _write(self, worker: SimWorker, writes: object) -> None:
-        for key, seen in writes:  # type: ignore[attr-defined]
-            lease = self.table.get(key)
-            if lease is None or lease.counter != seen:
-                continue  # the conditional write lost
-            self.table[key] = lease.with_(owner=worker.name, counter=seen + 1)
-            worker.held[key] = seen + 1
-            if lease.owner != worker.name:
-                self.moves.append((self.now, key))
+    def _write(self, worker: SimWorker, write: object) -> None:
+        key, seen = write  # type: ignore[misc]
+        lease = self.table.get(key)
+        if lease is None or lease.counter != seen:
+            return  # the conditional write lost
+        self.table[key] = lease.with_(owner=worker.name, counter=seen + 1)
+        worker.held[key] = seen + 1
+        if lease.owner != worker.name:
+            self.moves.append((self.now, key))
 
     # -- what the tests and the benchmark ask -----------------------------------------
 

@@ -1,0 +1,172 @@
+"""The fleet's acceptance: three real kcl-mp hosts on one lease table, a moto server, a
+producer running the whole time, real amazon_kclpy children.
+
+They start a few seconds apart and must settle at 6/5/5 of 16 shards through graceful
+handoffs that re-deliver nothing; one is then SIGKILLed and the other two must hold all
+16 within failoverTimeMillis + one take interval. A monitor polls the lease table the
+whole time: no checkpoint may ever go backwards. At the end every record put was
+delivered at least once, and duplicates exist only on shards the killed host held.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kcl_mp.emulator import ensure_stream
+from kcl_mp.lease import ExtendedSequenceNumber, Lease
+from kcl_mp.producer import Put, produce
+
+from .harness import RECORDER, Daemon, base_properties, recorded, records_only, wait_until, write_properties
+
+pytestmark = pytest.mark.integration
+
+SHARDS = 16
+FAILOVER_MS = 3000
+TAKE_INTERVAL_S = 2 * (FAILOVER_MS + 25) / 1000.0
+
+
+class Producer(threading.Thread):
+    """Puts 150 records every 0.5 s until stopped; keeps what Kinesis reported."""
+
+    def __init__(self, kinesis, stream: str):
+        super().__init__(daemon=True)
+        self.kinesis, self.stream = kinesis, stream
+        self.puts: list[Put] = []
+        self.stop = threading.Event()
+        self.errors: list[BaseException] = []
+
+    def run(self) -> None:
+        for batch in range(10_000):  # bounded
+            if self.stop.is_set():
+                return
+            try:
+                self.puts.extend(produce(self.kinesis, self.stream, 150, first_id=batch * 150,
+                                         aggregated_share=0.1, keys=512, seed=batch))
+            except Exception as exc:  # surfaced by the test
+                self.errors.append(exc)
+                return
+            self.stop.wait(0.5)
+
+
+class TableMonitor(threading.Thread):
+    """Polls the lease table: ownership over time, and any checkpoint that went backwards."""
+
+    def __init__(self, dynamodb, table: str):
+        super().__init__(daemon=True)
+        self.dynamodb, self.table = dynamodb, table
+        self.stop = threading.Event()
+        self.latest: dict[str, Lease] = {}
+        self.backwards: list[str] = []
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        best: dict[str, ExtendedSequenceNumber] = {}
+        for _ in range(100_000):  # bounded
+            if self.stop.wait(0.25):
+                return
+            try:
+                items = self.dynamodb.scan(TableName=self.table, ConsistentRead=True)["Items"]
+            except Exception:
+                continue  # the table may not exist yet
+            leases = {lease.key: lease for lease in map(Lease.from_item, items)}
+            for key, lease in leases.items():
+                if lease.checkpoint is None:
+                    continue
+                if key in best and lease.checkpoint < best[key]:
+                    self.backwards.append(f"{key}: {best[key]} -> {lease.checkpoint}")
+                if key not in best or lease.checkpoint > best[key]:
+                    best[key] = lease.checkpoint
+            with self.lock:
+                self.latest = leases
+
+    def owners(self) -> Counter:
+        with self.lock:
+            return Counter(lease.owner for lease in self.latest.values())
+
+    def settled(self) -> bool:
+        with self.lock:
+            return len(self.latest) == SHARDS and not any(lease.checkpoint_owner for lease in self.latest.values())
+
+
+def _deliveries(out: Path) -> Counter:
+    return Counter((e["_shard"], e["seq"], e["sub"]) for e in records_only(recorded(out)))
+
+
+def test_three_hosts_balance_fail_over_and_deliver_everything(tmp_path, kinesis, dynamodb, moto_url, unique_name):
+    stream, app = unique_name, unique_name + "-app"
+    ensure_stream(kinesis, stream, SHARDS)
+    out = tmp_path / "out"
+    out.mkdir()
+    props = write_properties(tmp_path / "app.properties", **base_properties(
+        moto_url, stream, app, f"{sys.executable} {RECORDER}",
+        failoverTimeMillis=FAILOVER_MS, maxLeasesToStealAtOneTime=3, idleTimeBetweenReadsInMillis=500,
+        gracefulLeaseHandoffTimeoutMillis=20000))
+    env = {"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "50"}
+    producer, monitor = Producer(kinesis, stream), TableMonitor(dynamodb, app)
+    hosts: dict[str, Daemon] = {}
+    producer.start()
+    monitor.start()
+    try:
+        for name in ("host-a", "host-b", "host-c"):
+            hosts[name] = Daemon(props, tmp_path / f"{name}.log", "--set", f"workerId={name}", env=env)
+            time.sleep(3.0)
+        started = time.monotonic()
+        wait_until(lambda: sorted(monitor.owners().values()) == [5, 5, 6] and monitor.settled(), 150,
+                   "the three hosts to settle at 6/5/5")
+        print(f"settled at {dict(monitor.owners())} {time.monotonic() - started:.1f} s after the third host started")
+        time.sleep(2 * TAKE_INTERVAL_S)  # stable: no more moves
+        assert sorted(monitor.owners().values()) == [5, 5, 6], monitor.owners()
+        before_kill = _deliveries(out)
+        assert before_kill, "nothing delivered before the kill"
+        redelivered = [k for k, n in before_kill.items() if n > 1]
+        assert not redelivered, f"planned rebalances re-delivered {len(redelivered)} records, e.g. {redelivered[:3]}"
+
+        with monitor.lock:
+            victim_shards = {k for k, lease in monitor.latest.items() if lease.owner == "host-c"}
+        killed_at = time.monotonic()
+        hosts["host-c"].kill()
+        wait_until(lambda: set(monitor.owners()) == {"host-a", "host-b"} and sum(monitor.owners().values()) == SHARDS,
+                   60, "host-a and host-b to hold all 16 leases", interval=0.1)
+        failover_s = time.monotonic() - killed_at
+        bound = FAILOVER_MS / 1000.0 + TAKE_INTERVAL_S
+        print(f"after SIGKILL of host-c: all {SHARDS} leases held by the survivors in {failover_s:.1f} s "
+              f"(bound failoverTimeMillis + one take interval = {bound:.2f} s)")
+        assert failover_s <= bound + 1.0, f"{failover_s:.1f} s > {bound:.2f} s (+1 s of polling and write latency)"
+
+        time.sleep(3.0)
+        producer.stop.set()
+        producer.join(10)
+        assert not producer.errors, producer.errors
+        ids = {p.id for p in producer.puts}
+        wait_until(lambda: ids <= {json.loads(e["data"])["id"] for e in records_only(recorded(out))}, 120,
+                   f"all {len(ids)} records delivered")
+        for name in ("host-a", "host-b"):
+            hosts[name].signal()
+        for name in ("host-a", "host-b"):
+            assert hosts[name].wait(60) == 0, hosts[name].output()[-3000:]
+    finally:
+        producer.stop.set()
+        monitor.stop.set()
+        for daemon in hosts.values():
+            daemon.kill()
+    monitor.join(5)
+
+    assert not monitor.backwards, f"checkpoints went backwards: {monitor.backwards[:5]}"
+    deliveries = _deliveries(out)
+    put_keys = {(p.shard_id, p.sequence_number, p.sub_sequence_number) for p in producer.puts}
+    assert put_keys <= set(deliveries), f"{len(put_keys - set(deliveries))} records never delivered"
+    duplicated_shards = {shard for (shard, _, _), n in deliveries.items() if n > 1}
+    assert duplicated_shards <= victim_shards, (duplicated_shards, victim_shards)
+    entries = recorded(out)
+    refused = [e for e in entries if e.get("event") == "checkpoint" and e["error"]]
+    print(f"{len(put_keys)} records put, {sum(deliveries.values())} deliveries, "
+          f"{sum(n - 1 for n in deliveries.values())} re-deliveries (all on host-c's {len(victim_shards)} shards), "
+          f"{len(refused)} refused checkpoints")
+    assert "asked host-a to hand lease" in hosts["host-b"].output()

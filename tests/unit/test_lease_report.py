@@ -1,0 +1,35 @@
+"""``kcl-mp leases``: the report from two scans (pure)."""
+
+from kcl_mp.lease import ExtendedSequenceNumber, Lease
+from kcl_mp.lease_report import render, summarize
+
+
+def test_report_counts_workers_spread_and_states() -> None:
+    before = [
+        Lease("s0", "A", 5, ExtendedSequenceNumber("100")),
+        Lease("s1", "A", 5),
+        Lease("s2", "B", 7, parent_shard_ids=("s9",)),
+        Lease("s3", "C", 3),  # C stopped renewing
+        Lease("s4"),
+        Lease("s5", None, 2, ExtendedSequenceNumber("SHARD_END")),
+        Lease("s6", "B", 1, checkpoint_owner="A"),
+    ]
+    after = [lease.with_(counter=lease.counter + 1) if lease.owner in ("A", "B") else lease for lease in before]
+    report = summarize("app", before, after, watched_s=10.1, failover_s=10.0)
+    assert report.workers == {"A": 2, "B": 2}
+    assert report.spread == 0
+    assert (report.unowned, report.expired, report.finished, report.handoffs) == (1, 1, 1, 1)
+    states = {row.key: row.state for row in report.leases}
+    assert states == {"s0": "held", "s1": "held", "s2": "held", "s3": "expired", "s4": "unowned",
+                      "s5": "finished", "s6": "handoff A -> B"}
+    text = render(report)
+    assert "7 leases (6 active, 1 finished) on 2 workers; spread 0" in text
+    assert "s9" in text and "100" in text
+
+
+def test_without_waiting_expiry_is_not_measured() -> None:
+    leases = [Lease("s0", "A", 5), Lease("s1", "B", 5), Lease("s2", "B", 5)]
+    report = summarize("app", leases, leases, watched_s=0.0, failover_s=10.0)
+    assert report.expired == 0 and report.watched_s == 0.0
+    assert report.workers == {"B": 2, "A": 1} and report.spread == 1
+    assert "not measured" in render(report)
