@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -9,6 +10,8 @@ import sys
 import pytest
 
 from kcl_mp.emulator import ensure_stream
+from kcl_mp.lease import ExtendedSequenceNumber, Lease
+from kcl_mp.lease_table import LeaseTable
 
 from .harness import RECORDER, ROOT, Daemon, base_properties, wait_until, write_properties
 
@@ -96,3 +99,20 @@ def test_unknown_key_warns_and_runs(tmp_path, kinesis, moto_url, unique_name):
     text = daemon.output()
     warning = next(line for line in text.splitlines() if "maxRecrods" in line)
     assert str(props) in warning and "maxRecords" in warning and "WARNING" in warning, warning
+
+
+def test_leases_report_reads_the_table(tmp_path, moto_url, dynamodb, unique_name):
+    app = unique_name + "-app"
+    table = LeaseTable(dynamodb, app)
+    table.ensure_table()
+    for i, owner in enumerate(["host-a", "host-a", "host-b", None]):
+        table.create_if_absent(Lease(f"shardId-{i:012d}", owner, 3, ExtendedSequenceNumber("TRIM_HORIZON")))
+    props = write_properties(tmp_path / "app.properties", **base_properties(moto_url, unique_name, app, "true"))
+    run = kcl_mp("leases", "--properties", str(props), "--json", "--wait", "0")
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["workers"] == {"host-a": 2, "host-b": 1} and report["spread"] == 1 and report["unowned"] == 1
+    text = kcl_mp("leases", "--properties", str(props), "--wait", "0")
+    assert "4 leases (4 active, 0 finished) on 2 workers; spread 1" in text.stdout, text.stdout + text.stderr
+    missing = kcl_mp("leases", "--properties", str(props), "--wait", "0", "--set", "x=y")
+    assert missing.returncode == 2

@@ -170,3 +170,52 @@ def test_three_hosts_balance_fail_over_and_deliver_everything(tmp_path, kinesis,
           f"{sum(n - 1 for n in deliveries.values())} re-deliveries (all on host-c's {len(victim_shards)} shards), "
           f"{len(refused)} refused checkpoints")
     assert "asked host-a to hand lease" in hosts["host-b"].output()
+
+
+def test_a_checkpoint_after_the_lease_moved_is_refused_then_lease_lost(tmp_path, kinesis, dynamodb, moto_url,
+                                                                        unique_name):
+    """Another worker takes the lease between two renewals: the processor's next checkpoint
+    gets ShutdownException (what amazon_kclpy raises as a CheckpointError), then leaseLost,
+    and its child is stopped; the checkpoint in the table does not move."""
+    stream, app = unique_name, unique_name + "-app"
+    ensure_stream(kinesis, stream, 1)
+    produce(kinesis, stream, 3000, aggregated_share=0.0, seed=5)
+    out = tmp_path / "out"
+    out.mkdir()
+    props = write_properties(tmp_path / "app.properties", **base_properties(
+        moto_url, stream, app, f"{sys.executable} {RECORDER}", failoverTimeMillis=30000, maxRecords=100))
+    env = {"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "100", "RECORDER_BATCH_DELAY_S": "0.3"}
+    daemon = Daemon(props, tmp_path / "run.log", "--set", "workerId=host-a", env=env)
+    key = {"leaseKey": {"S": "shardId-000000000000"}}
+    try:
+        wait_until(lambda: len(records_only(recorded(out))) >= 300, 60, "300 records delivered")
+
+        def counter() -> int:
+            return int(dynamodb.get_item(TableName=app, Key=key, ConsistentRead=True)["Item"]["leaseCounter"]["N"])
+
+        seen = counter()
+        wait_until(lambda: counter() != seen, 15, "a renewal", interval=0.05)  # steal right after it
+        stolen = dynamodb.update_item(
+            TableName=app, Key=key, UpdateExpression="SET leaseOwner = :x ADD leaseCounter :one",
+            ExpressionAttributeValues={":x": {"S": "intruder"}, ":one": {"N": "1"}}, ReturnValues="ALL_NEW",
+        )["Attributes"]
+        wait_until(lambda: any(e.get("event") == "leaseLost" for e in recorded(out)), 8, "leaseLost")
+        time.sleep(1.0)
+        entries = recorded(out)
+        assert len({e["_pid"] for e in entries}) == 1
+        events = [e for e in entries if "event" in e]
+        refused = [i for i, e in enumerate(events) if e["event"] == "checkpoint" and e["error"]]
+        assert refused and events[refused[0]]["error"] == "ShutdownException", events[-5:]
+        assert events[-1]["event"] == "leaseLost" and refused[0] < len(events) - 1
+        assert all(e["event"] != "checkpoint" or e["error"] for e in events[refused[0]:])
+        item = dynamodb.get_item(TableName=app, Key=key, ConsistentRead=True)["Item"]
+        assert item["leaseOwner"]["S"] == "intruder"
+        assert item["checkpoint"] == stolen["checkpoint"]  # nothing written after the move
+        wait_until(lambda: "refused: the lease now belongs to another worker" in daemon.output(), 5, "the log line")
+        daemon.signal()
+        assert daemon.wait(60) == 0, daemon.output()[-3000:]
+    finally:
+        daemon.kill()
+    log = daemon.output()
+    assert "lost lease shardId-000000000000: a checkpoint was refused" in log
+    assert log.count("processor started") == 1, "the child must not be restarted for a lease that moved"
