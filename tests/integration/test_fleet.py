@@ -179,7 +179,7 @@ def test_a_checkpoint_after_the_lease_moved_is_refused_then_lease_lost(tmp_path,
     and its child is stopped; the checkpoint in the table does not move."""
     stream, app = unique_name, unique_name + "-app"
     ensure_stream(kinesis, stream, 1)
-    produce(kinesis, stream, 3000, aggregated_share=0.0, seed=5)
+    produce(kinesis, stream, 10_000, aggregated_share=0.0, seed=5)  # 30 s of 0.3 s batches: busy throughout
     out = tmp_path / "out"
     out.mkdir()
     props = write_properties(tmp_path / "app.properties", **base_properties(
