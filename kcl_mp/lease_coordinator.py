@@ -74,6 +74,7 @@ class LeaseCoordinator:
     handing_off: dict[str, float] = field(default_factory=dict)  # key -> when the request was seen
     finished: set[str] = field(default_factory=set)  # shards this host saw to SHARD_END
     observations: dict[str, balance.Observation] = field(default_factory=dict)
+    last_seen: dict[str, Lease] = field(default_factory=dict)  # the last scan: shard sync reuses it
     last_steal_at: float = float("-inf")
 
     @property
@@ -185,6 +186,7 @@ class LeaseCoordinator:
         except DependencyError as exc:
             self.log.warning("lease taker skipped a round: %s", exc)
             return ()
+        self.last_seen = leases
         now = self.clock()
         self.observations = balance.observe(self.observations, leases.values(), now)
         may_steal = now - self.last_steal_at >= self.config.lease.take_interval_s

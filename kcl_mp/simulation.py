@@ -17,15 +17,11 @@ import heapq
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Iterable
 
 from . import balance
 from .config import LeaseSettings
 from .lease import Lease
-
-Rule = Callable[..., balance.Plan]
-RULES: dict[str, Rule] = {"kcl-mp": balance.plan_leases, "java": balance.plan_leases_java}
-
 
 class InvariantBroken(AssertionError):
     """Two workers both hold a lease at its current counter."""
@@ -54,8 +50,10 @@ class Fleet:
     def __init__(self, leases: int, settings: LeaseSettings, rule: str = "kcl-mp", seed: int = 0,
                  scan_latency_s: float = 0.05, write_s: float = 0.005, check_invariants: bool = False):
         self.settings = settings
-        self.rule = RULES[rule]
-        self.watch_s = settings.watch_interval_s if rule == "kcl-mp" else settings.take_interval_s
+        if rule not in ("kcl-mp", "java"):
+            raise ValueError(f"rule {rule!r}: expected 'kcl-mp' or 'java'")
+        self.ours = rule == "kcl-mp"
+        self.watch_s = settings.watch_interval_s if self.ours else settings.take_interval_s
         self.rng = random.Random(seed)
         self.table = {f"shardId-{i:012d}": Lease(f"shardId-{i:012d}") for i in range(leases)}
         self.workers: dict[str, SimWorker] = {}
@@ -121,11 +119,12 @@ class Fleet:
         snapshot = dict(self.table)
         worker.observations = balance.observe(worker.observations, snapshot.values(), self.now)
         may_steal = self.now - worker.last_steal_at >= self.settings.take_interval_s - 1e-6
-        if self.rule is balance.plan_leases:
+        if self.ours:
             plan = balance.plan_leases(worker.name, snapshot, worker.observations, self.now, self.settings,
                                        worker.rng, may_steal=may_steal)
         else:  # Java scans only every take interval, so it may always steal
-            plan = self.rule(worker.name, snapshot, worker.observations, self.now, self.settings, worker.rng)
+            plan = balance.plan_leases_java(worker.name, snapshot, worker.observations, self.now, self.settings,
+                                            worker.rng)
         if may_steal:
             worker.last_steal_at = self.now
         for i, key in enumerate(plan.take + plan.steal):

@@ -36,8 +36,7 @@ from . import shard_worker
 from .backoff import Backoff
 from .config import Config
 from .credentials import client as aws_client
-from .errors import DependencyError
-from .lease import ExtendedSequenceNumber, Lease
+from .lease import ExtendedSequenceNumber
 from .lease_coordinator import LeaseCoordinator, Renewal
 from .lease_table import LeaseTable
 from .logs import ShardLog
@@ -149,7 +148,8 @@ class Supervisor:
                 self.leases.scan()
                 due["scan"] = self.clock() + lease_settings.watch_interval_s
             if now >= due["sync"]:
-                self.leases.sync_shards({lease.key: lease for lease in self.table_leases_or_empty()})
+                self.leases.sync_shards(self.leases.last_seen)  # creation is conditional: a scan <= one
+                # scan interval old is as good as a fresh one, and saves a scan
                 due["sync"] = self.clock() + lease_settings.shard_sync_interval_ms / 1000.0
             self.reap_workers()
             self.spawn_workers()
@@ -203,13 +203,6 @@ class Supervisor:
                 self.quick = True
 
     # -- leases -----------------------------------------------------------------------
-
-    def table_leases_or_empty(self) -> list[Lease]:
-        try:
-            return self.table.list_leases()
-        except DependencyError as exc:
-            self.log.warning("cannot read the lease table: %s", exc)
-            return []
 
     def handle_renewal(self, renewal: Renewal) -> None:
         for key in renewal.lost:
