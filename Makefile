@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# kinesis-mock (npm kinesis-local): split, merge and shard end, which moto lacks.
+KINESIS_MOCK := tests/emulators/node_modules/kinesis-local/main.js
 
 .PHONY: demo test unit integration bench-balance clean
 
@@ -12,20 +14,25 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-install: $(STAMP)
+$(KINESIS_MOCK): tests/emulators/package.json tests/emulators/package-lock.json
+	@command -v node >/dev/null && command -v npm >/dev/null || { echo "Node.js and npm are needed for the tests' kinesis-mock emulator" >&2; exit 1; }
+	npm ci --prefix tests/emulators --no-audit --no-fund --loglevel=error
+	touch $@
+
+install: $(STAMP) $(KINESIS_MOCK)
 
 ## demo: the main job on the embedded local default (no AWS account)
 demo: $(STAMP)
 	$(BIN)/python examples/demo/run_demo.py $(DEMO_ARGS)
 
 ## test: every test, unit then integration
-test: $(STAMP)
+test: $(STAMP) $(KINESIS_MOCK)
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
 
-integration: $(STAMP)
+integration: $(STAMP) $(KINESIS_MOCK)
 	$(BIN)/python -m pytest -q tests/integration $(PYTEST_ARGS)
 
 ## bench-balance: take intervals to balance after a cold start, a join and a crash, kcl-mp vs the Java rule
@@ -33,4 +40,4 @@ bench-balance: $(STAMP)
 	$(BIN)/python bench/balance_sim.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info tests/emulators/node_modules

@@ -6,7 +6,8 @@ recovers by itself from expired iterators (re-positioned after the last record r
 throttling and transient errors (backoff). What it hands over, in order:
 
     Fetched(batch, millis_behind_latest)   records to deliver (maybe empty, see config)
-    ShardEnded()                           the shard is closed and fully read
+    ShardEnded(children)                   the shard is closed and fully read; its
+                                           ChildShards, as the last GetRecords gave them
     FetchFailed(error)                     a non-retriable error; the fetcher has stopped
 
 Starting position (the lease's checkpoint): TRIM_HORIZON, LATEST, AT_TIMESTAMP map to
@@ -43,7 +44,7 @@ class Fetched:
 
 @dataclass(frozen=True)
 class ShardEnded:
-    pass
+    children: tuple[dict, ...] = ()  # the ChildShards of the last GetRecords (empty if not given)
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ class Fetcher:
                     return
             iterator = response.get("NextShardIterator")
             if iterator is None:
-                self._put(ShardEnded())
+                self._put(ShardEnded(tuple(response.get("ChildShards", ()))))
                 return
             wait = idle_s
             if threshold and behind is not None and behind < threshold:

@@ -25,6 +25,7 @@ from .credentials import client as aws_client
 from .errors import KclMpError
 from .lease import Lease
 from .lease_table import LeaseTable
+from .shard_sync import unfinished_parents
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class LeaseRow:
     counter: int
     checkpoint: str | None
     parents: tuple[str, ...]
-    state: str  # held, unowned, expired, finished (SHARD_END), handoff
+    state: str  # held (maybe waiting for its parents), unowned, expired, finished (SHARD_END), handoff
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ def summarize(table: str, before: Sequence[Lease], after: Sequence[Lease], watch
     """One report from two scans ``watched_s`` apart (the same scan twice when 0)."""
     counters = {lease.key: lease.counter for lease in before}
     measured = watched_s >= failover_s
+    by_key = {lease.key: lease for lease in after}
     rows = []
     for lease in sorted(after, key=lambda item: item.key):
         if lease.is_shard_end:
@@ -65,6 +67,8 @@ def summarize(table: str, before: Sequence[Lease], after: Sequence[Lease], watch
             state = "expired"
         elif lease.checkpoint_owner:
             state = f"handoff {lease.checkpoint_owner} -> {lease.owner}"
+        elif unfinished_parents(lease, by_key):
+            state = "held, waits for its parents"
         else:
             state = "held"
         rows.append(LeaseRow(lease.key, lease.owner, lease.counter,

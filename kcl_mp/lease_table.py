@@ -51,6 +51,7 @@ from .lease import (
     CHECKPOINT,
     CHECKPOINT_OWNER,
     CHECKPOINT_SUB,
+    CHILD_SHARD_IDS,
     LEASE_COUNTER,
     LEASE_KEY,
     LEASE_OWNER,
@@ -263,20 +264,28 @@ class LeaseTable:
             is not None
         )
 
-    def delete(self, key: str, owner: str) -> bool:
+    def delete_finished(self, key: str) -> bool:
+        """Delete a lease whose shard was processed to its end (shard_sync.plan_cleanup decides)."""
         try:
             self.client.delete_item(
                 TableName=self.name,
                 Key={LEASE_KEY: {"S": key}},
-                ConditionExpression="#o = :me OR attribute_not_exists(#o)",
-                ExpressionAttributeNames={"#o": LEASE_OWNER},
-                ExpressionAttributeValues={":me": {"S": owner}},
+                ConditionExpression="#cp = :end",
+                ExpressionAttributeNames={"#cp": CHECKPOINT},
+                ExpressionAttributeValues={":end": {"S": SHARD_END}},
             )
             return True
         except AWS_ERRORS as exc:
             if is_conditional_failure(exc):
                 return False
             raise translate(exc, f"deleting lease {key}") from exc
+
+    def add_child_shards(self, key: str, children: list[str]) -> bool:
+        """Record a finished shard's children in its lease (``childShardIds``, as Java writes it)."""
+        return self._update(
+            key, "ADD #ch :children", "attribute_exists(#k)", {"#ch": CHILD_SHARD_IDS},
+            {":children": {"SS": sorted(children)}}, f"recording the children of lease {key}",
+        ) is not None
 
     # -- the checkpoint write (the shard worker's) ------------------------------------
 

@@ -16,6 +16,8 @@ worker -> supervisor:
 
     ("progress", records_delivered, last_checkpoint, millis_behind_latest)   at most 1/s
     ("shutdown_ready", last_checkpoint)
+    ("children", child_shards)   the shard is read to its end: ChildShards (ListShards-like
+                                 dicts, maybe empty), sent before the processor hears of it
     ("shard_end", checkpointed_shard_end)
     ("lease_moved",)       a checkpoint was refused (the lease is another worker's): the
                            child got the error, then leaseLost, and the worker exits
@@ -178,6 +180,7 @@ class ShardWorker:
                     child.lease_lost()
                     return EXIT_OK
             elif isinstance(item, ShardEnded):
+                self.send("children", item.children)  # the supervisor creates the children's leases
                 return self._shard_end(child)
             elif isinstance(item, FetchFailed):
                 raise item.error
@@ -212,10 +215,6 @@ class ShardWorker:
     def _shard_end(self, child: ProcessorChild) -> int:
         checkpointed = child.shard_ended()
         self._progress(child, force=True)
-        if not checkpointed:
-            self.log.error(
-                "the processor did not checkpoint at the end of shard %s: the shard stays unfinished and its "
-                "children will not start until a processor checkpoints SHARD_END", self.spec.shard_id)
-        self.send("shard_end", checkpointed)
+        self.send("shard_end", checkpointed)  # the supervisor logs, counts and retries a missed one
         return EXIT_OK
 

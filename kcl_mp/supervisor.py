@@ -9,9 +9,19 @@ or a message from a worker), handle what arrived, then do what is due:
     scan    every failoverTimeMillis + 25 ms: take expired leases; once per take interval
             (2 * (failoverTimeMillis + 25 ms)) also steal to balance (``balance`` decides,
             ``lease_coordinator`` writes)
-    sync    every shardSyncIntervalMillis: list the shards, create missing leases
+    sync    every shardSyncIntervalMillis: delete finished leases whose children are being
+            processed; list the shards only if the leases leave a gap (``shard_sync.audit``)
+    parents every parentShardPollIntervalMillis: re-read the parents held children wait for
     reap    notice workers that exited; restart them with backoff while the lease is held
-    spawn   start a worker for every held lease that has none
+            (a processor that did not checkpoint at SHARD_END is restarted the same way,
+            so the shard end is retried, loudly)
+    spawn   start a worker for every held lease that has none, once its parents finished
+
+A shard read to its end: the worker sends its ChildShards, then gives the processor
+shardEnded; the supervisor records the children in the parent's lease and creates their
+leases as soon as it reads them (then scans, so they are taken at once). A host that dies
+in between leaves a finished lease whose children have no lease: any host's next audit
+lists the shards and creates them (``shard_sync`` rule 3).
 
 Signal handlers only queue the signal. SIGTERM/SIGINT start the graceful stop: every
 worker's processor gets shutdownRequested and may checkpoint while the supervisor keeps
@@ -26,6 +36,7 @@ import os
 import random
 import signal
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -83,6 +94,10 @@ class Supervisor:
                                        self.log, self.clock, self.rng)
         self.workers: dict[str, Worker] = {}
         self.restarts: dict[str, Restart] = {}
+        self.waiting: dict[str, tuple[str, ...]] = {}  # held leases whose parents have not finished
+        self.counters: Counter[str] = Counter()  # events an operator should see (the metrics issue publishes them)
+        self.due: dict[str, float] = {}
+        self.sync_failures = 0
         self.signals: list[int] = []
         self.stopping = False
         self.quick = False  # a second signal: skip the wait for final checkpoints
@@ -124,16 +139,19 @@ class Supervisor:
         if created:
             self.log.info("created lease table %s", lease_settings.table_name)
         leases = self.table.list_leases()
-        if not (lease_settings.skip_shard_sync_at_startup_if_leases_exist and leases):
-            self.leases.sync_shards({lease.key: lease for lease in leases})
-        self.leases.adopt_own_leases(leases)
+        self.leases.last_seen = {lease.key: lease for lease in leases}
+        sync_interval_s = lease_settings.shard_sync_interval_ms / 1000.0
         now = self.clock()
-        due = {"renew": now + lease_settings.renew_interval_s, "scan": now,
-               "sync": now + lease_settings.shard_sync_interval_ms / 1000.0,
-               "progress": now + (self.progress_every_s or 0)}
+        due = self.due
+        due.update(renew=now + lease_settings.renew_interval_s, scan=now, sync=now + sync_interval_s,
+                   parents=now + lease_settings.parent_shard_poll_interval_ms / 1000.0,
+                   progress=now + (self.progress_every_s or 0))
+        if not (lease_settings.skip_shard_sync_at_startup_if_leases_exist and leases):
+            self._after_sync(self.leases.sync_shards(self.leases.last_seen, "start-up"), now)
+        self.leases.adopt_own_leases(leases)
         while not self.stopping:
             now = self.clock()
-            wake = min(due["renew"], due["scan"], due["sync"], now + 1.0)
+            wake = min(due["renew"], due["scan"], due["sync"], due["parents"], now + 1.0)
             if self.progress_every_s:
                 wake = min(wake, due["progress"])
             self.wait(max(0.0, wake - now))
@@ -148,15 +166,29 @@ class Supervisor:
                 self.leases.scan()
                 due["scan"] = self.clock() + lease_settings.watch_interval_s
             if now >= due["sync"]:
-                self.leases.sync_shards(self.leases.last_seen)  # creation is conditional: a scan <= one
-                # scan interval old is as good as a fresh one, and saves a scan
-                due["sync"] = self.clock() + lease_settings.shard_sync_interval_ms / 1000.0
+                self._after_sync(self.leases.audit(), self.clock())
+            if now >= due["parents"]:
+                self.leases.poll_parents(sorted({p for parents in self.waiting.values() for p in parents}))
+                due["parents"] = now + lease_settings.parent_shard_poll_interval_ms / 1000.0
             self.reap_workers()
             self.spawn_workers()
             if self.progress_every_s and now >= due["progress"]:
                 self.show_progress()
                 due["progress"] = now + self.progress_every_s
         return self.shutdown()
+
+    def _after_sync(self, ok: bool, now: float) -> None:
+        """Next sync: on the cadence, or after listShardsBackoffTimeInMillis if it failed."""
+        settings = self.config.lease
+        self.sync_failures = 0 if ok else self.sync_failures + 1
+        if self.sync_failures and self.sync_failures <= settings.max_list_shards_retry_attempts:
+            self.due["sync"] = now + settings.list_shards_backoff_ms / 1000.0
+            return
+        if self.sync_failures:
+            self.log.error("shard sync failed %d times in a row; next try in shardSyncIntervalMillis",
+                           self.sync_failures)
+            self.sync_failures = 0
+        self.due["sync"] = now + settings.shard_sync_interval_ms / 1000.0
 
     def wait(self, timeout: float) -> None:
         ready = wait_for([self._wake_r] + [w.conn for w in self.workers.values()], timeout)
@@ -187,6 +219,12 @@ class Supervisor:
                     self._tell(worker, "lease_lost")
             elif kind == "lease_moved":
                 self.leases.drop(worker.key, "a checkpoint was refused: the lease belongs to another worker")
+            elif kind == "children":
+                if self.leases.create_children(worker.key, message[1]):
+                    self.due["scan"] = self.clock()  # take the new leases now, not a scan later
+                else:
+                    self.log.info("shard %s ended without ChildShards: syncing shards now", worker.key)
+                    self.due["sync"] = self.clock()
             elif kind == "shard_end":
                 worker.shard_end = bool(message[1])
             elif kind == "failed":
@@ -231,8 +269,12 @@ class Supervisor:
 
     def spawn_workers(self) -> None:
         now = self.clock()
+        for key in [k for k in self.waiting if k not in self.leases.held]:
+            del self.waiting[key]
         for key, held in self.leases.held.items():
             if key in self.workers or now < self.restarts.get(key, Restart()).not_before:
+                continue
+            if self._waits_for_parents(key):
                 continue
             parent_conn, child_conn = self._fork.Pipe(duplex=True)
             spec = shard_worker.WorkerSpec(self.config, key, held.lease.checkpoint or _fresh(self.config),
@@ -243,6 +285,18 @@ class Supervisor:
             child_conn.close()
             self.workers[key] = Worker(key, process, parent_conn, now, ShardProgress(key))
             self.log.info("started shard worker for %s (pid %d)", key, process.pid)
+
+    def _waits_for_parents(self, key: str) -> bool:
+        """A child shard is processed only after every parent reached SHARD_END."""
+        parents = tuple(self.leases.waiting_for(key))
+        if parents:
+            if self.waiting.get(key) != parents:
+                self.log.info("lease %s waits for its parent shard(s) %s to reach SHARD_END", key, ", ".join(parents))
+            self.waiting[key] = parents
+            return True
+        if self.waiting.pop(key, None):
+            self.log.info("the parents of %s are finished: starting it", key)
+        return False
 
     def reap_workers(self) -> None:
         now = self.clock()
@@ -264,7 +318,21 @@ class Supervisor:
         key = worker.key
         if worker.shard_end:
             self.leases.shard_ended(key)
+            self.restarts.pop(key, None)
             self.log.info("shard %s ended and was checkpointed at SHARD_END", key)
+            return
+        if worker.shard_end is False and key in self.leases.held and not self.stopping:
+            # Java retries this forever, silently (PROTOCOL.md 6). Say so, and retry with a fresh
+            # processor: only this shard's children wait; every other shard goes on.
+            self.counters["shard_end_not_checkpointed"] += 1
+            restart = self.restarts.setdefault(key, Restart())
+            delay = RESTART_BACKOFF.next_delay(restart.attempts, self.rng)
+            restart.attempts += 1
+            restart.not_before = now + delay
+            self.log.error("the processor did not checkpoint at the end of shard %s (%d time(s)); its children "
+                           "cannot start until it does. Restarting it from its last checkpoint in %.1f s to end the "
+                           "shard again", key, restart.attempts, delay)
+            self.leases.refresh(key)
             return
         if worker.handing_off and not worker.shutdown_ready and key in self.leases.held:
             self.leases.finish_handoff(key)  # it died while stopping: the last checkpoint stands

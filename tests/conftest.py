@@ -43,3 +43,14 @@ def dynamodb(moto_url):
 @pytest.fixture
 def unique_name():
     return "t" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture(scope="session")
+def kinesis_mock_url(tmp_path_factory):
+    from tests.integration.kinesis_mock import start_kinesis_mock
+
+    emulator = start_kinesis_mock(tmp_path_factory.mktemp("kinesis-mock") / "kinesis-mock.log")
+    try:
+        yield emulator.url
+    finally:
+        emulator.stop()

@@ -85,12 +85,16 @@ def test_writes_preserve_attributes_written_by_java(table, dynamodb):
     assert item["ownerSwitchesSinceCheckpoint"] == {"N": "0"} and item["leaseCounter"] == {"N": "7"}
 
 
-def test_delete(table):
+def test_only_a_finished_lease_is_deleted_and_children_are_recorded(table):
     table.create_if_absent(fresh("shardId-a"))
     lease = table.take(table.get("shardId-a"), "w1")
-    assert table.delete(lease.key, "w2") is False
-    assert table.delete(lease.key, "w1") is True
+    assert table.delete_finished(lease.key) is False  # still processing
+    assert table.add_child_shards(lease.key, ["shardId-c"]) and table.add_child_shards(lease.key, ["shardId-b"])
+    assert table.checkpoint(lease.key, "w1", ExtendedSequenceNumber("SHARD_END")) is None
+    assert table.get(lease.key).child_shard_ids == ("shardId-b", "shardId-c")
+    assert table.delete_finished(lease.key) is True
     assert table.get("shardId-a") is None
+    assert table.delete_finished(lease.key) is False and table.add_child_shards(lease.key, ["x"]) is False
 
 
 def test_graceful_handoff_keeps_the_old_owner_checkpointing_until_it_finishes(table):

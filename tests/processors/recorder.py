@@ -3,9 +3,11 @@
 
 Each child appends JSON lines to ``$RECORDER_DIR/<shard>.<pid>.jsonl``: one per event
 (initialize, shutdownRequested, leaseLost, shardEnded, checkpoint results) and one per
-record. It checkpoints after every ``$RECORDER_CHECKPOINT_EVERY`` records (at the last
+record, each with the wall-clock time it was written (``at``). It checkpoints after every ``$RECORDER_CHECKPOINT_EVERY`` records (at the last
 record of the batch), and on shutdownRequested and shardEnded. ``$RECORDER_BATCH_DELAY_S``
-makes each processRecords take that long (a busy processor).
+makes each processRecords take that long (a busy processor). ``$RECORDER_SHARD_END_REFUSALS``
+= N: the first N shardEnded of each shard are answered without a checkpoint (a processor
+that forgets to checkpoint at shard end).
 """
 
 import json
@@ -30,6 +32,7 @@ class Recorder(processor.RecordProcessorBase):
         self.delay_s = float(os.environ.get("RECORDER_BATCH_DELAY_S", "0"))
 
     def _write(self, entry):
+        entry.setdefault("at", time.time())
         self.out.write(json.dumps(entry) + "\n")
         self.out.flush()
 
@@ -64,7 +67,21 @@ class Recorder(processor.RecordProcessorBase):
 
     def shard_ended(self, shard_ended_input):
         self._write({"event": "shardEnded"})
+        refusals = int(os.environ.get("RECORDER_SHARD_END_REFUSALS", "0"))
+        if refusals and self._shard_ends_seen() <= refusals:
+            self._write({"event": "shardEndNotCheckpointed"})
+            return
         self._checkpoint(shard_ended_input.checkpointer)
+
+    def _shard_ends_seen(self):
+        """shardEnded events recorded for this shard by every child so far (this one included)."""
+        shard = os.path.basename(self.out.name).rsplit(".", 2)[0]
+        seen = 0
+        for name in os.listdir(os.environ["RECORDER_DIR"]):
+            if name.startswith(shard + "."):
+                with open(os.path.join(os.environ["RECORDER_DIR"], name)) as f:
+                    seen += sum('"event": "shardEnded"' in line for line in f)
+        return seen
 
     def shutdown_requested(self, shutdown_requested_input):
         self._write({"event": "shutdownRequested"})

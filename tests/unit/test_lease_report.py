@@ -33,3 +33,10 @@ def test_without_waiting_expiry_is_not_measured() -> None:
     assert report.expired == 0 and report.watched_s == 0.0
     assert report.workers == {"B": 2, "A": 1} and report.spread == 1
     assert "not measured" in render(report)
+
+
+def test_a_child_waiting_for_its_parents_says_so() -> None:
+    leases = [Lease("p", "A", 5, ExtendedSequenceNumber("100")), Lease("q", "A", 5, ExtendedSequenceNumber("SHARD_END")),
+              Lease("c", "B", 3, parent_shard_ids=("p", "q")), Lease("d", "B", 3, parent_shard_ids=("q",))]
+    states = {row.key: row.state for row in summarize("app", leases, leases, 0.0, 10.0).leases}
+    assert states == {"p": "held", "q": "finished", "c": "held, waits for its parents", "d": "held"}

@@ -1,0 +1,59 @@
+"""kinesis-mock (npm ``kinesis-local``) on loopback: the Kinesis emulator for resharding tests.
+
+moto never ends a shard; kinesis-mock splits and merges for real, closes the parents and
+returns ChildShards at their end. `make test` installs it (tests/emulators/package.json);
+a missing install fails the tests that need it, with the command to fix it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import boto3
+from botocore.config import Config as BotoConfig
+
+from kcl_mp.emulator import LOOPBACK, Emulator, free_port
+
+MAIN_JS = Path(__file__).resolve().parents[1] / "emulators" / "node_modules" / "kinesis-local" / "main.js"
+RESHARD_S = "300ms"  # how long a split or merge keeps the stream UPDATING
+
+
+def start_kinesis_mock(log_path: Path, wait_s: float = 60.0) -> Emulator:
+    node = shutil.which("node")
+    if node is None or not MAIN_JS.exists():
+        raise RuntimeError(f"kinesis-mock is not installed ({MAIN_JS} or node missing): run `make test`, "
+                           "or `npm ci --prefix tests/emulators`")
+    port = free_port()
+    env = {**os.environ, "KINESIS_MOCK_PLAIN_PORT": str(port), "KINESIS_MOCK_TLS_PORT": str(free_port()),
+           "SPLIT_SHARD_DURATION": RESHARD_S, "MERGE_SHARDS_DURATION": RESHARD_S, "CREATE_STREAM_DURATION": RESHARD_S,
+           "DELETE_STREAM_DURATION": RESHARD_S, "LOG_LEVEL": "WARN", "SHARD_LIMIT": "200"}
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen([node, str(MAIN_JS)], cwd=str(MAIN_JS.parent), env=env, stdin=subprocess.DEVNULL,
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    emulator = Emulator(f"http://{LOOPBACK}:{port}", process, str(log_path))
+    client = boto3.client("kinesis", endpoint_url=emulator.url, region_name="us-east-1",
+                          config=BotoConfig(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=2))
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"kinesis-mock exited with status {process.returncode} at start; see {log_path}")
+        try:
+            client.list_streams()
+            return emulator
+        except Exception:  # not listening yet
+            time.sleep(0.2)
+    emulator.stop()
+    raise RuntimeError(f"kinesis-mock did not answer on {emulator.url} within {wait_s:.0f} s; see {log_path}")
+
+
+def wait_active(kinesis, stream: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE":
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"stream {stream} not ACTIVE after {timeout_s:.0f} s")

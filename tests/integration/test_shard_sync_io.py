@@ -1,0 +1,85 @@
+"""The lease coordinator's shard sync against real emulators: ListShards on kinesis-mock
+(paging, the filter for an empty table), the lease table on moto. A shard end whose
+children were never created (the host died in between) is found by the audit and repaired;
+a finished parent is deleted only once its children are being processed."""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import boto3
+import pytest
+
+from kcl_mp import lease_coordinator
+from kcl_mp.config import load_config
+from kcl_mp.lease import ExtendedSequenceNumber, Lease
+from kcl_mp.lease_coordinator import LeaseCoordinator
+from kcl_mp.lease_table import LeaseTable
+from kcl_mp.logs import ShardLog
+
+from .harness import base_properties, write_properties
+from .kinesis_mock import wait_active
+
+pytestmark = pytest.mark.integration
+
+
+def _coordinator(tmp_path, kinesis, kinesis_mock_url, moto_url, dynamodb, stream, app, **keys):
+    props = write_properties(tmp_path / "app.properties", **base_properties(
+        moto_url, stream, app, "true", kinesisEndpoint=kinesis_mock_url, workerId="host-a", **keys))
+    table = LeaseTable(dynamodb, app)
+    table.ensure_table()
+    return LeaseCoordinator(load_config(props), table, kinesis, ShardLog(logging.getLogger("test"), "host-a"),
+                            lambda: 0.0, random.Random(1))
+
+
+def _split_first(kinesis, stream) -> tuple[str, list[str]]:
+    first = kinesis.list_shards(StreamName=stream)["Shards"][0]
+    low, high = int(first["HashKeyRange"]["StartingHashKey"]), int(first["HashKeyRange"]["EndingHashKey"])
+    kinesis.split_shard(StreamName=stream, ShardToSplit=first["ShardId"], NewStartingHashKey=str((low + high) // 2))
+    wait_active(kinesis, stream)
+    children = [s["ShardId"] for s in kinesis.list_shards(StreamName=stream)["Shards"]
+                if s.get("ParentShardId") == first["ShardId"]]
+    return first["ShardId"], children
+
+
+def test_paging_the_empty_table_filter_and_an_interrupted_shard_end(
+        tmp_path, kinesis_mock_url, moto_url, dynamodb, unique_name, monkeypatch):
+    kinesis = boto3.client("kinesis", endpoint_url=kinesis_mock_url, region_name="us-east-1")
+    stream, app = unique_name, unique_name + "-app"
+    kinesis.create_stream(StreamName=stream, ShardCount=5)
+    wait_active(kinesis, stream)
+    parent, children = _split_first(kinesis, stream)
+    monkeypatch.setattr(lease_coordinator, "LIST_SHARDS_PAGE", 2)  # 7 shards: four pages
+    coordinator = _coordinator(tmp_path, kinesis, kinesis_mock_url, moto_url, dynamodb, stream, app,
+                               initialPositionInStream="LATEST")
+    assert len(coordinator.list_shards()) == 7
+
+    # Empty table, LATEST: the shards open now (AT_LATEST): not the closed parent.
+    assert coordinator.sync_shards({}, "test")
+    table = coordinator.table
+    keys = {lease.key for lease in table.list_leases()}
+    assert parent not in keys and set(children) <= keys and len(keys) == 6
+
+    # The parent's lease as an interrupted shard end left it: SHARD_END, no child leases.
+    for child in children:
+        dynamodb.delete_item(TableName=app, Key={"leaseKey": {"S": child}})
+    table.create_if_absent(Lease(parent, checkpoint=ExtendedSequenceNumber("SHARD_END")))
+    coordinator.last_seen = {lease.key: lease for lease in table.list_leases()}
+    assert coordinator.audit()
+    after = {lease.key: lease for lease in table.list_leases()}
+    assert set(children) <= set(after)
+    assert all(after[c].checkpoint.sequence_number == "TRIM_HORIZON" and after[c].parent_shard_ids == (parent,)
+               for c in children)
+    assert parent in after  # its children have not started yet
+
+    # Once both children checkpointed, the next audit deletes the parent (no ListShards needed).
+    for child in children:
+        table.take(after[child], "host-a")
+        assert table.checkpoint(child, "host-a", ExtendedSequenceNumber("49000000000000000000000000001")) is None
+    coordinator.last_seen = {lease.key: lease for lease in table.list_leases()}
+    calls = []
+    monkeypatch.setattr(coordinator, "list_shards", lambda *a: calls.append(a) or [])
+    assert coordinator.audit()
+    assert parent not in {lease.key for lease in table.list_leases()}
+    assert calls == [], "the audit listed shards although the leases covered the key space"
