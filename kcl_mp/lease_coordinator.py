@@ -79,6 +79,7 @@ class LeaseCoordinator:
     observations: dict[str, balance.Observation] = field(default_factory=dict)
     last_seen: dict[str, Lease] = field(default_factory=dict)  # the last scan (+ this host's own writes since)
     live_workers: tuple[str, ...] = ()  # as the last scan saw them
+    gap_seen: bool = False  # the last audit found leases that leave a gap
     last_steal_at: float = float("-inf")
 
     @property
@@ -329,11 +330,17 @@ class LeaseCoordinator:
         return True
 
     def audit(self) -> bool:
-        """Every shardSyncIntervalMillis: clean up, and sync only if the table has a gap."""
+        """Every shardSyncIntervalMillis: clean up, and sync only if the table has a gap in
+        two audits running (a scan can catch a shard end between its SHARD_END checkpoint
+        and its children's creation; Java's auditor also waits for a confirmation)."""
         self.clean_up(self.last_seen, None)
         reason = shard_sync.audit(self.last_seen)
+        seen_before, self.gap_seen = self.gap_seen, reason is not None
         if reason is None:
             self.log.debug("shard sync not needed: the leases cover the key space")
+            return True
+        if not seen_before and self.last_seen:
+            self.log.info("the lease table has a gap (%s); syncing shards if the next audit still finds one", reason)
             return True
         return self.sync_shards(self.last_seen, reason)
 

@@ -20,8 +20,8 @@ or a message from a worker), handle what arrived, then do what is due:
 A shard read to its end: the worker sends its ChildShards, then gives the processor
 shardEnded; the supervisor records the children in the parent's lease and creates their
 leases as soon as it reads them (then scans, so they are taken at once). A host that dies
-in between leaves a finished lease whose children have no lease: any host's next audit
-lists the shards and creates them (``shard_sync`` rule 3).
+in between leaves a finished lease whose children have no lease: the next audits of any host
+list the shards and create them (``shard_sync`` rule 3).
 
 Signal handlers only queue the signal. SIGTERM/SIGINT start the graceful stop: every
 worker's processor gets shutdownRequested and may checkpoint while the supervisor keeps
@@ -271,8 +271,12 @@ class Supervisor:
         now = self.clock()
         for key in [k for k in self.waiting if k not in self.leases.held]:
             del self.waiting[key]
-        for key, held in self.leases.held.items():
+        for key, held in list(self.leases.held.items()):
             if key in self.workers or now < self.restarts.get(key, Restart()).not_before:
+                continue
+            if held.lease.is_shard_end:  # checkpointed at SHARD_END by a worker that died before saying so
+                self.leases.shard_ended(key)
+                self.log.info("shard %s is already at SHARD_END: nothing to process", key)
                 continue
             if self._waits_for_parents(key):
                 continue

@@ -57,3 +57,10 @@ def wait_active(kinesis, stream: str, timeout_s: float = 30.0) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"stream {stream} not ACTIVE after {timeout_s:.0f} s")
+
+
+def split_in_half(kinesis, stream: str, shard: dict) -> None:
+    """Split ``shard`` (a ListShards entry) in the middle of its hash range; wait for ACTIVE."""
+    low, high = (int(shard["HashKeyRange"][k]) for k in ("StartingHashKey", "EndingHashKey"))
+    kinesis.split_shard(StreamName=stream, ShardToSplit=shard["ShardId"], NewStartingHashKey=str((low + high) // 2))
+    wait_active(kinesis, stream)

@@ -22,7 +22,7 @@ import pytest
 from kcl_mp.lease import Lease
 
 from .harness import RECORDER, Daemon, base_properties, recorded, records_only, wait_until, write_properties
-from .kinesis_mock import wait_active
+from .kinesis_mock import split_in_half, wait_active
 
 pytestmark = pytest.mark.integration
 
@@ -59,6 +59,17 @@ class CounterProducer(threading.Thread):
                 return
             self.rounds = n + 1
             self.stop.wait(0.1)
+
+    def finish(self) -> set[tuple[str, int]]:
+        """Stop, and every (key, counter) written."""
+        self.stop.set()
+        self.join(10)
+        assert not self.errors, self.errors
+        return {(key, n) for key in KEYS for n in range(self.rounds)}
+
+
+def _delivered(out: Path) -> set[tuple[str, int]]:
+    return {(e["pk"], int(e["data"].rsplit(":", 1)[1])) for e in records_only(recorded(out))}
 
 
 def _leases(dynamodb, table: str) -> dict[str, Lease]:
@@ -98,24 +109,15 @@ def test_split_and_merge_under_two_hosts(tmp_path: Path, kinesis_mock_url, moto_
         time.sleep(2.0)
 
         first, third, fourth = shards[0], shards[2], shards[3]
-        low, high = int(first["HashKeyRange"]["StartingHashKey"]), int(first["HashKeyRange"]["EndingHashKey"])
-        kinesis.split_shard(StreamName=stream, ShardToSplit=first["ShardId"], NewStartingHashKey=str((low + high) // 2))
-        wait_active(kinesis, stream)
+        split_in_half(kinesis, stream, first)
         time.sleep(2.0)
         kinesis.merge_shards(StreamName=stream, ShardToMerge=third["ShardId"], AdjacentShardToMerge=fourth["ShardId"])
         wait_active(kinesis, stream)
         time.sleep(6.0)
-        producer.stop.set()
-        producer.join(10)
-        assert not producer.errors, producer.errors
-        written = {(key, n) for key in KEYS for n in range(producer.rounds)}
+        written = producer.finish()
         open_shards = _open_shards(kinesis, stream)
         parents = {first["ShardId"], third["ShardId"], fourth["ShardId"]}
-
-        def delivered() -> set[tuple[str, int]]:
-            return {(e["pk"], int(e["data"].rsplit(":", 1)[1])) for e in records_only(recorded(out))}
-
-        wait_until(lambda: written <= delivered(), 90, f"all {len(written)} records delivered")
+        wait_until(lambda: written <= _delivered(out), 90, f"all {len(written)} records delivered")
         wait_until(lambda: set(_leases(dynamodb, app)) == open_shards, 60,
                    f"the lease table to hold exactly the open shards {sorted(open_shards)}")
         for daemon in hosts.values():
@@ -129,7 +131,6 @@ def test_split_and_merge_under_two_hosts(tmp_path: Path, kinesis_mock_url, moto_
 
     entries = recorded(out)
     records = records_only(entries)
-    assert written <= {(e["pk"], int(e["data"].rsplit(":", 1)[1])) for e in records}
     children = open_shards - {s["ShardId"] for s in shards}
     assert len(children) == 3, children  # two from the split, one from the merge
 
@@ -197,17 +198,11 @@ def test_a_missed_shard_end_checkpoint_is_retried_loudly_and_cleanup_can_be_off(
     try:
         wait_until(lambda: {e["_shard"] for e in records_only(recorded(out))} == {parent, other}, 60,
                    "records from both shards")
-        low, high = (int(shards[0]["HashKeyRange"][k]) for k in ("StartingHashKey", "EndingHashKey"))
-        kinesis.split_shard(StreamName=stream, ShardToSplit=parent, NewStartingHashKey=str((low + high) // 2))
-        wait_active(kinesis, stream)
+        split_in_half(kinesis, stream, shards[0])
         time.sleep(5.0)
-        producer.stop.set()
-        producer.join(10)
-        assert not producer.errors, producer.errors
-        written = {(key, n) for key in KEYS for n in range(producer.rounds)}
+        written = producer.finish()
         children = _open_shards(kinesis, stream) - {other}
-        wait_until(lambda: written <= {(e["pk"], int(e["data"].rsplit(":", 1)[1])) for e in records_only(recorded(out))},
-                   90, f"all {len(written)} records delivered")
+        wait_until(lambda: written <= _delivered(out), 90, f"all {len(written)} records delivered")
         daemon.signal()
         assert daemon.wait(60) == 0, daemon.output()[-3000:]
     finally:
