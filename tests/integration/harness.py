@@ -87,7 +87,9 @@ def recorded(directory: Path) -> list[dict]:
     out = []
     for path in sorted(directory.glob("*.jsonl")):
         shard, pid, _ = path.name.rsplit(".", 2)
-        for line in path.read_text().splitlines():
+        # A processor may be writing as we read: its last line may be incomplete. Only lines
+        # ended by a newline are whole.
+        for line in path.read_text().split("\n")[:-1]:
             if line.strip():
                 entry = json.loads(line)
                 entry["_shard"], entry["_pid"] = shard, int(pid)
