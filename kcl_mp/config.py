@@ -123,6 +123,10 @@ class ProcessorSettings:
     # for processors to checkpoint on SIGTERM, 20 s when the key is absent.
     shutdown_grace_ms: int = 20000
     processing_language: str | None = None
+    # kcl-mp's own (``kclmp.`` keys): what a failing processor costs.
+    on_failure: str = "RESTART"  # RESTART: only its shard; EXIT: the whole host, as the Java daemon does
+    max_restarts: int = 5  # failures in a row before the lease is released for another host to try
+    memory_limit_mb: int = 0  # restart a processor whose process tree's RSS exceeds this (0: no limit)
 
 
 @dataclass(frozen=True)

@@ -255,6 +255,7 @@ _KCL3 = "KCL 3.x lease assignment by worker load; kcl-mp takes leases 2.x-style"
 _JAVA = "Java daemon internals (thread pools, SDK wiring) with no kcl-mp equivalent"
 _POLL = "pollingConfig."
 _FAN = "fanoutConfig."
+_KCLMP = "kclmp."
 
 KEYS: tuple[Key, ...] = (
     # daemon, stream, identity
@@ -378,6 +379,14 @@ KEYS: tuple[Key, ...] = (
     _ignored("varianceBalancingFrequency", integer(1, INT_MAX), "rebalance period", _KCL3),
     _ignored("workerMetricsEMAAlpha", decimal(0), "smoothing factor", _KCL3),
     _ignored("staleWorkerMetricsEntryCleanupDuration", duration, "stale entry cleanup", _KCL3),
+    # kcl-mp's own keys: the Java daemon has no equivalent (it exits on any processor failure)
+    _k(_KCLMP + "processorFailure", choice("RESTART", "EXIT"), "RESTART",
+       "RESTART: a failed processor costs only its shard; EXIT: stop the host with status 1, as Java does",
+       "processor.on_failure"),
+    _k(_KCLMP + "processorMaxRestarts", integer(1, 1000), 5,
+       "failures in a row before the lease is released so another host can try", "processor.max_restarts"),
+    _k(_KCLMP + "processorMemoryLimitMB", integer(0), 0, "restart a processor whose RSS exceeds this (0: off)",
+       "processor.memory_limit_mb"),
 )
 
 # Any of these set to a non-zero value makes retrievalMode DEFAULT mean polling (section 9).

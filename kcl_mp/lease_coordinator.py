@@ -22,7 +22,7 @@ false, a steal is a plain take, as in KCL 2.x.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -37,6 +37,7 @@ from .shard_sync import Shard
 
 
 LIST_SHARDS_PAGE = 1000  # ListShards' own default page size, stated
+GIVE_UP_COOLDOWN_S = 60.0
 
 
 @dataclass
@@ -80,6 +81,7 @@ class LeaseCoordinator:
     last_seen: dict[str, Lease] = field(default_factory=dict)  # the last scan (+ this host's own writes since)
     live_workers: tuple[str, ...] = ()  # as the last scan saw them
     gap_seen: bool = False  # the last audit found leases that leave a gap
+    avoid: dict[str, float] = field(default_factory=dict)  # key -> until when this host does not take it
     last_steal_at: float = float("-inf")
 
     @property
@@ -200,6 +202,10 @@ class LeaseCoordinator:
         self.live_workers = plan.live_workers
         if may_steal:
             self.last_steal_at = now
+        self.avoid = {key: until for key, until in self.avoid.items() if until > now}
+        if self.avoid:  # leases whose processor kept failing here: another host should try them
+            plan = replace(plan, take=tuple(k for k in plan.take if k not in self.avoid),
+                           steal=tuple(k for k in plan.steal if k not in self.avoid))
         if plan.take or plan.steal:
             self.log.info("taker: %s", plan.reason)
         acquired = [key for key in plan.take
@@ -249,6 +255,18 @@ class LeaseCoordinator:
         except DependencyError as exc:
             self.log.warning("finishing the handoff of %s failed (%s); the new owner will take it after "
                              "gracefulLeaseHandoffTimeoutMillis", key, exc)
+
+    def give_up(self, key: str) -> float:
+        """Release a lease whose processor keeps failing here, and leave it alone for a while
+        (two take intervals, at least a minute) so another host takes it. The cool-down, s."""
+        cooldown = max(GIVE_UP_COOLDOWN_S, 2 * self.config.lease.take_interval_s)
+        self.avoid[key] = self.clock() + cooldown
+        self.held.pop(key, None)
+        try:
+            self.table.release(key, self.me)
+        except DependencyError as exc:
+            self.log.warning("releasing lease %s failed (%s); it will expire instead", key, exc)
+        return cooldown
 
     def drop(self, key: str, why: str) -> None:
         """Forget a lease that is no longer ours (no write: someone else has it)."""

@@ -19,6 +19,7 @@ worker -> supervisor:
     ("children", child_shards)   the shard is read to its end: ChildShards (ListShards-like
                                  dicts, maybe empty), sent before the processor hears of it
     ("shard_end", checkpointed_shard_end)
+    ("usage", cpu_percent, rss_bytes)   the processor's process tree, every SAMPLE_EVERY_S
     ("lease_moved",)       a checkpoint was refused (the lease is another worker's): the
                            child got the error, then leaseLost, and the worker exits
     ("failed", cause)      just before a non-zero exit
@@ -34,6 +35,7 @@ import logging
 import os
 import random
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +48,7 @@ from .errors import KclMpError, ProcessorError, ProcessorStartError
 from .fetcher import Fetched, Fetcher, FetchFailed, ShardEnded
 from .lease import ExtendedSequenceNumber
 from .lease_table import LeaseTable
+from .resources import MB, Sampler
 from .wire import make_batch
 
 EXIT_OK = 0
@@ -54,6 +57,8 @@ EXIT_PROCESSOR = 4
 EXIT_DEPENDENCY = 5
 
 PROGRESS_EVERY_S = 1.0
+SAMPLE_EVERY_S = 2.0
+FAILED_GRACE_S = 1.0  # a processor that broke the protocol gets this long to exit before SIGTERM
 
 
 @dataclass(frozen=True)
@@ -101,10 +106,12 @@ class ShardWorker:
         self.delivered = 0
         self.last_progress = 0.0
         self.millis_behind: int | None = None
+        self._send_lock = threading.Lock()  # the sampler thread reports too
 
     def send(self, *message: Any) -> None:
         try:
-            self.conn.send(message)
+            with self._send_lock:
+                self.conn.send(message)
         except (OSError, EOFError):
             pass  # the supervisor is gone; the lease will expire on its own
 
@@ -131,10 +138,16 @@ class ShardWorker:
             self.log,
         )
         grace_s = config.processor.shutdown_grace_ms / 1000.0
+        limit_mb = config.processor.memory_limit_mb
+        sampler: Sampler | None = None
         try:
             child.start()
             self.log.info("processor started: %s (pid %s) from checkpoint %s",
                           " ".join(config.processor.command), child.pid, self.spec.checkpoint)
+            assert child.pid is not None
+            sampler = Sampler(child.pid, SAMPLE_EVERY_S, limit_mb * MB,
+                              lambda usage: self.send("usage", usage.cpu_percent, usage.rss_bytes))
+            sampler.start()
             child.initialize(self.spec.checkpoint)
             fetcher.start()
             return self._loop(child, fetcher)
@@ -143,14 +156,21 @@ class ShardWorker:
             self.send("failed", str(exc))
             return EXIT_START
         except ProcessorError as exc:
-            self.log.error("processor failed: %s", exc)
-            self.send("failed", str(exc))
+            cause = str(exc)
+            if sampler is not None and sampler.over_limit is not None:
+                cause = (f"the processor's memory ({sampler.over_limit.rss_bytes / MB:.0f} MB) exceeded "
+                         f"kclmp.processorMemoryLimitMB = {limit_mb}; it was killed ({exc})")
+            self.log.error("processor failed: %s", cause)
+            self.send("failed", cause)
+            grace_s = min(grace_s, FAILED_GRACE_S)  # its conversation is broken: nothing to wait for
             return EXIT_PROCESSOR
         except KclMpError as exc:
             self.log.error("%s", exc)
             self.send("failed", str(exc))
             return EXIT_DEPENDENCY
         finally:
+            if sampler is not None:
+                sampler.stop()
             fetcher.stop()
             code = child.close(grace_s)
             self.log.info("processor exited with status %s", code)

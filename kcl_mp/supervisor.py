@@ -12,9 +12,12 @@ or a message from a worker), handle what arrived, then do what is due:
     sync    every shardSyncIntervalMillis: delete finished leases whose children are being
             processed; list the shards only if the leases leave a gap (``shard_sync.audit``)
     parents every parentShardPollIntervalMillis: re-read the parents held children wait for
-    reap    notice workers that exited; restart them with backoff while the lease is held
-            (a processor that did not checkpoint at SHARD_END is restarted the same way,
-            so the shard end is retried, loudly)
+    reap    notice workers that exited; restart them with backoff from the last checkpoint
+            while the lease is held (a processor that did not checkpoint at SHARD_END is
+            restarted the same way, so the shard end is retried, loudly); after
+            kclmp.processorMaxRestarts failures in a row, release the lease for another
+            host; with kclmp.processorFailure = EXIT, stop the host instead (Java's way)
+    usage   every minute, log the processors' CPU and memory (sampled by the workers)
     spawn   start a worker for every held lease that has none, once its parents finished
 
 A shard read to its end: the worker sends its ChildShards, then gives the processor
@@ -52,9 +55,11 @@ from .lease_coordinator import LeaseCoordinator, Renewal
 from .lease_table import LeaseTable
 from .logs import ShardLog
 from .progress import ShardProgress, render
+from .resources import MB, Usage
 
 RESTART_BACKOFF = Backoff(base_s=1.0, cap_s=60.0)
 HEALTHY_AFTER_S = 60.0  # a worker that ran this long resets its restart count
+USAGE_LOG_S = 60.0  # how often the processors' CPU and memory are logged
 LEASE_LOST_WAIT_S = 30.0  # how long a worker may take to finish after leaseLost
 
 
@@ -70,6 +75,7 @@ class Worker:
     shutdown_ready: bool = False
     shard_end: bool | None = None
     failure: str | None = None
+    usage: Usage | None = None  # the processor's process tree, as last sampled
 
 
 @dataclass
@@ -144,7 +150,7 @@ class Supervisor:
         now = self.clock()
         due = self.due
         due.update(renew=now + lease_settings.renew_interval_s, scan=now, sync=now + sync_interval_s,
-                   parents=now + lease_settings.parent_shard_poll_interval_ms / 1000.0,
+                   parents=now + lease_settings.parent_shard_poll_interval_ms / 1000.0, usage=now + USAGE_LOG_S,
                    progress=now + (self.progress_every_s or 0))
         if not (lease_settings.skip_shard_sync_at_startup_if_leases_exist and leases):
             self._after_sync(self.leases.sync_shards(self.leases.last_seen, "start-up"), now)
@@ -170,6 +176,9 @@ class Supervisor:
             if now >= due["parents"]:
                 self.leases.poll_parents(sorted({p for parents in self.waiting.values() for p in parents}))
                 due["parents"] = now + lease_settings.parent_shard_poll_interval_ms / 1000.0
+            if now >= due["usage"]:
+                self.log_usage()
+                due["usage"] = now + USAGE_LOG_S
             self.reap_workers()
             self.spawn_workers()
             if self.progress_every_s and now >= due["progress"]:
@@ -229,6 +238,8 @@ class Supervisor:
                 worker.shard_end = bool(message[1])
             elif kind == "failed":
                 worker.failure = message[1]
+            elif kind == "usage":
+                worker.usage = Usage(message[1], message[2])
 
     def handle_signals(self) -> None:
         while self.signals:
@@ -268,6 +279,8 @@ class Supervisor:
     # -- workers ----------------------------------------------------------------------
 
     def spawn_workers(self) -> None:
+        if self.stopping:
+            return
         now = self.clock()
         for key in [k for k in self.waiting if k not in self.leases.held]:
             del self.waiting[key]
@@ -325,19 +338,6 @@ class Supervisor:
             self.restarts.pop(key, None)
             self.log.info("shard %s ended and was checkpointed at SHARD_END", key)
             return
-        if worker.shard_end is False and key in self.leases.held and not self.stopping:
-            # Java retries this forever, silently (PROTOCOL.md 6). Say so, and retry with a fresh
-            # processor: only this shard's children wait; every other shard goes on.
-            self.counters["shard_end_not_checkpointed"] += 1
-            restart = self.restarts.setdefault(key, Restart())
-            delay = RESTART_BACKOFF.next_delay(restart.attempts, self.rng)
-            restart.attempts += 1
-            restart.not_before = now + delay
-            self.log.error("the processor did not checkpoint at the end of shard %s (%d time(s)); its children "
-                           "cannot start until it does. Restarting it from its last checkpoint in %.1f s to end the "
-                           "shard again", key, restart.attempts, delay)
-            self.leases.refresh(key)
-            return
         if worker.handing_off and not worker.shutdown_ready and key in self.leases.held:
             self.leases.finish_handoff(key)  # it died while stopping: the last checkpoint stands
         if key not in self.leases.held or self.stopping:
@@ -347,18 +347,60 @@ class Supervisor:
             self.exit_code = 1
             self.stopping = True
             return
+        if worker.shard_end is False:
+            # Java retries this forever, silently (PROTOCOL.md 6). Say so, and retry with a fresh
+            # processor: only this shard's children wait; every other shard goes on.
+            self.counters["shard_end_not_checkpointed"] += 1
+            why = "the processor did not checkpoint at the end of the shard; its children cannot start until it does"
+        else:
+            self.counters["processor_failures"] += 1
+            why = f"shard worker exited with status {code}: {worker.failure or 'no cause reported'}"
+            if code == shard_worker.EXIT_PROCESSOR and self.config.processor.on_failure == "EXIT":
+                self.log.error("%s: %s; stopping this host (kclmp.processorFailure = EXIT, as the Java daemon does)",
+                               key, why)
+                self.exit_code = 1
+                self.stopping = True
+                return
+        self._restart_later(worker, why, now)
+
+    def _restart_later(self, worker: Worker, why: str, now: float) -> None:
+        """Restart from the last checkpoint with backoff; after kclmp.processorMaxRestarts
+        failures in a row, release the lease so that another host can try it."""
+        key = worker.key
         restart = self.restarts.setdefault(key, Restart())
         if now - worker.started_at > HEALTHY_AFTER_S:
             restart.attempts = 0
-        delay = RESTART_BACKOFF.next_delay(restart.attempts, self.rng)
         restart.attempts += 1
+        limit = self.config.processor.max_restarts
+        if restart.attempts > limit:
+            self.counters["leases_released_after_failures"] += 1
+            self.restarts.pop(key, None)
+            cooldown = self.leases.give_up(key)
+            self.log.error("shard %s: %s; %d failures in a row (kclmp.processorMaxRestarts = %d): released the lease "
+                           "for another host to try; this host leaves it alone for %.0f s", key, why,
+                           restart.attempts, limit, cooldown)
+            return
+        delay = RESTART_BACKOFF.next_delay(restart.attempts - 1, self.rng)
         restart.not_before = now + delay
-        self.log.warning("shard worker for %s exited with status %s (%s); restart %d in %.1f s from the last checkpoint",
-                         key, code, worker.failure or "no cause reported", restart.attempts, delay)
+        self.counters["processor_restarts"] += 1
+        self.log.error("shard %s: %s; restart %d of %d in %.1f s from the last checkpoint", key, why,
+                       restart.attempts, limit, delay)
         self.leases.refresh(key)
 
     def _lost_wait_s(self) -> float:
         return (self.config.processor.timeout_s or 0) + LEASE_LOST_WAIT_S
+
+    def log_usage(self) -> None:
+        """One line for the host's processors: CPU and memory in all, and the largest."""
+        sampled = [(w.key, w.usage) for w in self.workers.values() if w.usage is not None]
+        if not sampled:
+            return
+        key, largest = max(sampled, key=lambda item: item[1].rss_bytes)
+        cpu = sum(u.cpu_percent for _, u in sampled)
+        rss = sum(u.rss_bytes for _, u in sampled)
+        restarts = self.counters["processor_restarts"]
+        self.log.info("processors: %d sampled, cpu %.0f %% and rss %.0f MB in all; largest %s (%s); "
+                      "%d restarts so far", len(sampled), cpu, rss / MB, key, largest, restarts)
 
     def show_progress(self) -> None:
         print(render([w.progress for w in self.workers.values()], len(self.leases.held), self.clock()), flush=True)

@@ -7,11 +7,13 @@ record, each with the wall-clock time it was written (``at``). It checkpoints af
 record of the batch), and on shutdownRequested and shardEnded. ``$RECORDER_BATCH_DELAY_S``
 makes each processRecords take that long (a busy processor). ``$RECORDER_SHARD_END_REFUSALS``
 = N: the first N shardEnded of each shard are answered without a checkpoint (a processor
-that forgets to checkpoint at shard end).
+that forgets to checkpoint at shard end). ``$RECORDER_FAULT``: see ``_fault``.
 """
 
 import json
 import os
+import signal
+import sys
 import time
 
 from amazon_kclpy import kcl
@@ -30,6 +32,8 @@ class Recorder(processor.RecordProcessorBase):
         self.since = 0
         self.last = None
         self.delay_s = float(os.environ.get("RECORDER_BATCH_DELAY_S", "0"))
+        self.since_start = 0
+        self.faulted = False
 
     def _write(self, entry):
         entry.setdefault("at", time.time())
@@ -49,15 +53,51 @@ class Recorder(processor.RecordProcessorBase):
         self._write({"event": "initialize", "shard": initialize_input.shard_id,
                      "seq": initialize_input.sequence_number, "sub": initialize_input.sub_sequence_number})
 
+    def _fault(self, records):
+        """$RECORDER_FAULT = SHARD:MODE:AFTER[:always]: the first child of SHARD (every child,
+        with ``always``) fails once it has recorded AFTER records, by MODE (exit, crash, hang,
+        wrong, garbage, memory)."""
+        shard, mode, after, *always = os.environ.get("RECORDER_FAULT", "::0").split(":")
+        mine = os.path.basename(self.out.name).rsplit(".", 2)[0]
+        if mine != shard or self.since_start < int(after) or self.faulted:
+            return
+        if not always and len([n for n in os.listdir(os.environ["RECORDER_DIR"]) if n.startswith(shard + ".")]) > 1:
+            return  # a restarted child: healthy
+        self.faulted = True
+        self._write({"event": "fault", "mode": mode})
+        if mode == "exit":
+            os._exit(3)
+        if mode == "crash":  # mid-batch: half the batch recorded, then killed
+            for r in records[: len(records) // 2]:
+                self._record(r)
+            os.kill(os.getpid(), signal.SIGKILL)
+        if mode == "hang":
+            time.sleep(3600)
+        if mode == "wrong":
+            sys.stdout.write('\n{"action": "status", "responseFor": "shutdown"}\n')
+            sys.stdout.flush()
+        if mode == "garbage":  # not protocol lines: skipped, and the child carries on
+            for i in range(2000):
+                sys.stdout.write(f"garbage line {i}: not JSON\n")
+            sys.stdout.flush()
+        if mode == "memory":
+            self.hog = b"x" * (400 << 20)
+            time.sleep(60)
+
+    def _record(self, r):
+        self._write({"pk": r.partition_key, "data": r.binary_data.decode("utf-8", "replace"),
+                     "seq": r.sequence_number, "sub": r.sub_sequence_number,
+                     "ts": _epoch_ms(r.approximate_arrival_timestamp)})
+
     def process_records(self, process_records_input):
         if self.delay_s:
             time.sleep(self.delay_s)
+        self._fault(process_records_input.records)
         for r in process_records_input.records:
-            self._write({"pk": r.partition_key, "data": r.binary_data.decode("utf-8", "replace"),
-                         "seq": r.sequence_number, "sub": r.sub_sequence_number,
-                         "ts": _epoch_ms(r.approximate_arrival_timestamp)})
+            self._record(r)
             self.last = (r.sequence_number, r.sub_sequence_number)
         self.since += len(process_records_input.records)
+        self.since_start += len(process_records_input.records)
         if self.since >= self.every and self.last:
             self._checkpoint(process_records_input.checkpointer, self.last[0], self.last[1])
             self.since = 0
