@@ -5,8 +5,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # kinesis-mock (npm kinesis-local): split, merge and shard end, which moto lacks.
 KINESIS_MOCK := tests/emulators/node_modules/kinesis-local/main.js
+# The Node.js processor's published aws-kcl library.
+NODE_PROCESSOR := processors/nodejs/node_modules/aws-kcl/package.json
 
-.PHONY: demo test unit integration bench-balance clean
+.PHONY: demo test unit integration bench-balance clean jq
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,20 +21,31 @@ $(KINESIS_MOCK): tests/emulators/package.json tests/emulators/package-lock.json
 	npm ci --prefix tests/emulators --no-audit --no-fund --loglevel=error
 	touch $@
 
-install: $(STAMP) $(KINESIS_MOCK)
+$(NODE_PROCESSOR): processors/nodejs/package.json processors/nodejs/package-lock.json
+	npm ci --prefix processors/nodejs --no-audit --no-fund --loglevel=error
+	touch $@
+
+# jq, for the POSIX shell processor (Debian's package; installed when running as root).
+jq:
+	@command -v jq >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing jq (Debian) for processors/shell"; apt-get update -qq && apt-get install -y -qq jq >/dev/null; \
+	  else echo "jq is needed by processors/shell: apt-get install jq" >&2; exit 1; fi; }
+
+install: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq
 
 ## demo: the main job on the embedded local default (no AWS account)
 demo: $(STAMP)
 	$(BIN)/python examples/demo/run_demo.py $(DEMO_ARGS)
 
 ## test: every test, unit then integration
-test: $(STAMP) $(KINESIS_MOCK)
+test: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
 
-integration: $(STAMP) $(KINESIS_MOCK)
+integration: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq
 	$(BIN)/python -m pytest -q tests/integration $(PYTEST_ARGS)
 
 ## bench-balance: take intervals to balance after a cold start, a join and a crash, kcl-mp vs the Java rule
@@ -40,4 +53,4 @@ bench-balance: $(STAMP)
 	$(BIN)/python bench/balance_sim.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info tests/emulators/node_modules
+	rm -rf $(VENV) build *.egg-info tests/emulators/node_modules processors/nodejs/node_modules

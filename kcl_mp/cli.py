@@ -4,6 +4,7 @@
     kcl-mp app.properties                         the same, positional (as the kclpy helper)
     kcl-mp -p app.properties --embedded           on a local moto server, no AWS account
     kcl-mp leases -p app.properties [--json]      the lease table: per worker, per lease
+    kcl-mp check-processor -- CMD ARGS            the multilang conformance kit, on any processor
 
 Accepts the Java daemon's spellings (``--properties-file``, ``-p``, a positional file,
 ``-l/--log-configuration`` which is ignored with a warning). Exit status: 0 after a
@@ -69,6 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         logs.setup(os.environ.get("KCL_MP_LOG_LEVEL", "WARNING"), "text")
         return lease_report.main(argv[1:])
+    if argv[:1] == ["check-processor"]:
+        from . import conformance
+
+        logs.setup(os.environ.get("KCL_MP_LOG_LEVEL", "WARNING"), "text")
+        return conformance.main(argv[1:])
     args = _parser().parse_args(argv)
     logs.setup(args.log_level, args.log_format)
     path = args.properties or args.file

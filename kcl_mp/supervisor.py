@@ -411,6 +411,7 @@ class Supervisor:
         grace_s = self.config.processor.shutdown_grace_ms / 1000.0
         self.log.info("shutting down: %d workers, %d leases, waiting up to %.1f s for final checkpoints",
                       len(self.workers), len(self.leases.held), grace_s)
+        self.log_usage()  # the last figures, for the record
         for worker in self.workers.values():
             self._tell(worker, "shutdown")
         deadline = self.clock() + grace_s

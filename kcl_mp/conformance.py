@@ -1,0 +1,196 @@
+"""The conformance kit: ``kcl-mp check-processor -- CMD ARGS``.
+
+Drives any processor executable through the scenarios of ``multilang/conformance/
+scenarios.json`` (daemon messages taken from the golden transcripts in
+``multilang/vectors``), one fresh child per scenario, with kcl-mp's own protocol driver,
+so a processor is judged by exactly the code that will run it. Per scenario it prints PASS,
+or FAIL and the first divergence: the step, the message sent, and what went wrong.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from .driver import ProcessorChild
+from .errors import ConfigError, ProcessorError
+from .lease import ExtendedSequenceNumber
+from .wire import Batch, make_batch
+
+KIT = Path(__file__).resolve().parents[1] / "multilang"
+STEP_TIMEOUT_S = 30.0
+
+
+@dataclass
+class Outcome:
+    name: str
+    passed: bool
+    detail: str
+    seconds: float
+    checkpoints: list[str] = field(default_factory=list)
+
+
+class _Recorder(logging.Handler):
+    """Keeps the driver's last log lines (the processor's stderr among them) for a report."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: deque[str] = deque(maxlen=8)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage()[:300])
+
+
+def load_scenarios(kit: Path = KIT) -> tuple[list[dict[str, Any]], float]:
+    path = kit / "conformance" / "scenarios.json"
+    try:
+        spec = json.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"the conformance kit is not at {path} ({exc.strerror}); pass --kit DIR") from exc
+    return spec["scenarios"], float(spec["exit_within_s"])
+
+
+def _vector_message(kit: Path, step: dict[str, Any]) -> dict[str, Any]:
+    """The step's message; from a transcript, with its exact Java line as ``raw``."""
+    if "vector" not in step:
+        return {"action": step["action"]}
+    path = kit / "vectors" / step["vector"]
+    found = [{**entry["msg"], "raw": entry["raw"]} for entry in map(json.loads, path.read_text().splitlines())
+             if entry.get("dir") == "to_processor" and entry["msg"]["action"] == step["action"]]
+    if len(found) < step.get("nth", 1):
+        raise ConfigError(f"{path}: no daemon message {step['action']} number {step.get('nth', 1)}")
+    return found[step.get("nth", 1) - 1]
+
+
+def _batch(message: dict[str, Any]) -> Batch:
+    records = message["records"]
+    last = max((ExtendedSequenceNumber(r["sequenceNumber"], r["subSequenceNumber"]) for r in records), default=None)
+    return Batch(message["raw"].encode() + b"\n", len(records), last, message.get("millisBehindLatest"))
+
+
+def _generated(step: dict[str, Any]) -> Batch:
+    data = base64.b64encode(os.urandom(step["bytes"])).decode()
+    base = 49590338271490256608559692538361571095921575989136588898
+    users = [(data, f"pk-{i % 100}", str(base + i), 1700000000000 + i, 0) for i in range(step["records"])]
+    return make_batch(users, 0)
+
+
+def run_scenario(command: Sequence[str], scenario: dict[str, Any], kit: Path, exit_within_s: float,
+                 timeout_s: float = STEP_TIMEOUT_S) -> Outcome:
+    errors = list(scenario.get("checkpoint_errors", ()))
+    stored: list[str] = []
+
+    def checkpointer(position: ExtendedSequenceNumber) -> str | None:
+        if errors:
+            return errors.pop(0)
+        stored.append(str(position))
+        return None
+
+    handler = _Recorder()
+    log = logging.getLogger(f"kcl_mp.conformance.{id(handler)}")
+    log.propagate = False
+    log.addHandler(handler)
+    started = time.monotonic()
+    child: ProcessorChild | None = None
+    step_no, what = 0, "start"
+    try:
+        for step_no, step in enumerate(scenario["steps"], 1):
+            message = None if "generate" in step else _vector_message(kit, step)
+            what = step.get("generate") or message["action"]  # type: ignore[index]
+            if child is None:
+                if what != "initialize":
+                    raise ValueError(f"scenario {scenario['name']!r} must start with initialize")
+                child = ProcessorChild(tuple(command), message["shardId"], checkpointer, timeout_s, log)  # type: ignore[index]
+                child.start()
+            if what == "initialize":
+                seq = message["sequenceNumber"]  # type: ignore[index]
+                child.initialize(None if seq is None else ExtendedSequenceNumber(seq, message["subSequenceNumber"] or 0))  # type: ignore[index]
+            elif what == "processRecords":
+                child.process_records(_generated(step) if message is None else _batch(message))
+            elif what == "shutdownRequested":
+                child.shutdown_requested()
+            elif what == "leaseLost":
+                child.lease_lost()
+            elif what == "shardEnded":
+                if not child.shard_ended():
+                    return _fail(scenario, step_no, what, started, stored, handler,
+                                 "the processor answered shardEnded without checkpointing the end of the shard: "
+                                 "the shard would never finish and its children never start (PROTOCOL.md 6)")
+            else:
+                raise ValueError(f"unknown action {what!r} in scenario {scenario['name']!r}")
+        step_no, what = step_no + 1, "stdin closed"
+        assert child is not None
+        began = time.monotonic()
+        code = child.close(exit_within_s)
+        if code != 0 or time.monotonic() - began > exit_within_s + 0.5:
+            how = f"exited with status {code}" if code is not None and code >= 0 else "did not exit by itself"
+            return _fail(scenario, step_no, what, started, stored, handler,
+                         f"after its last message and the end of its stdin the processor {how} "
+                         f"(expected: exit 0 within {exit_within_s:g} s)")
+    except ProcessorError as exc:
+        return _fail(scenario, step_no, what, started, stored, handler, str(exc))
+    finally:
+        if child is not None:
+            child.close(0)
+        log.removeHandler(handler)
+    return Outcome(scenario["name"], True, f"{len(stored)} checkpoint(s), exit 0", time.monotonic() - started, stored)
+
+
+def _fail(scenario: dict[str, Any], step_no: int, what: str, started: float, stored: list[str],
+          handler: _Recorder, why: str) -> Outcome:
+    fresh = [line for line in handler.lines if line.split(": ", 1)[-1].strip() not in why]  # not said already
+    tail = "".join(f"\n        | {line}" for line in fresh)
+    return Outcome(scenario["name"], False, f"step {step_no} ({what}): {why}{tail}", time.monotonic() - started,
+                   stored)
+
+
+def check_processor(command: Sequence[str], kit: Path = KIT, timeout_s: float = STEP_TIMEOUT_S,
+                    only: str | None = None) -> list[Outcome]:
+    scenarios, exit_within_s = load_scenarios(kit)
+    chosen = [s for s in scenarios if only is None or only.lower() in s["name"].lower()]
+    if not chosen:
+        raise ConfigError(f"no scenario matches {only!r}; scenarios: {', '.join(s['name'] for s in scenarios)}")
+    return [run_scenario(command, scenario, kit, exit_within_s, timeout_s) for scenario in chosen]
+
+
+def render(command: Sequence[str], outcomes: list[Outcome]) -> str:
+    lines = [f"check-processor: {len(outcomes)} scenarios against: {' '.join(command)}"]
+    width = max(len(o.name) for o in outcomes)
+    for o in outcomes:
+        lines.append(f"  {'PASS' if o.passed else 'FAIL'}  {o.name:<{width}}  {o.seconds:5.2f} s  {o.detail}")
+    failed = sum(not o.passed for o in outcomes)
+    lines.append(f"{len(outcomes) - failed} passed, {failed} failed")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="kcl-mp check-processor",
+        description="Drive a processor executable through the multilang conformance scenarios.",
+        usage="kcl-mp check-processor [--only NAME] [--timeout S] [--kit DIR] -- COMMAND [ARGS...]")
+    p.add_argument("--only", metavar="NAME", help="run the scenarios whose name contains NAME")
+    p.add_argument("--timeout", type=float, default=STEP_TIMEOUT_S, metavar="S",
+                   help=f"max wait for each message from the processor (default {STEP_TIMEOUT_S:g})")
+    p.add_argument("--kit", type=Path, default=KIT, metavar="DIR", help="the multilang/ folder (default: this checkout's)")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="the processor command line, after --")
+    args = p.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        p.error("the processor command is missing: kcl-mp check-processor -- COMMAND [ARGS...]")
+    try:
+        outcomes = check_processor(command, args.kit, args.timeout, args.only)
+    except ConfigError as exc:
+        from .cli import fail
+
+        return fail(exc)
+    print(render(command, outcomes), flush=True)
+    return 0 if all(o.passed for o in outcomes) else 1
