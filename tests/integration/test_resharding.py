@@ -210,8 +210,9 @@ def test_a_missed_shard_end_checkpoint_is_retried_loudly_and_cleanup_can_be_off(
         daemon.kill()
 
     log = daemon.output()
-    assert f"the processor did not checkpoint at the end of shard {parent} (1 time(s))" in log
-    assert log.count("did not checkpoint at the end of shard") == 1
+    assert (f"shard {parent}: the processor did not checkpoint at the end of the shard; its children cannot start "
+            "until it does; restart 1 of 5") in log
+    assert log.count("did not checkpoint at the end of the shard") == 1
     assert f"shard {parent} ended and was checkpointed at SHARD_END" in log
     entries = recorded(out)
     refused_at = next(e for e in entries if e.get("event") == "shardEndNotCheckpointed")
