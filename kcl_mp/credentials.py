@@ -159,10 +159,22 @@ def _boto_config(signed: bool) -> BotoConfig:
     )
 
 
-def client(service: str, settings: ClientSettings) -> Any:
-    """A boto3 client for ``service`` ("kinesis", "dynamodb", "cloudwatch") per ``settings``."""
+def _keep(value: Any) -> Any:
+    return value
+
+
+def client(service: str, settings: ClientSettings, *, raw_records: bool = False) -> Any:
+    """A boto3 client for ``service`` ("kinesis", "dynamodb", "cloudwatch") per ``settings``.
+
+    ``raw_records``: blobs stay the base64 text of the wire and timestamps the wire's number
+    (GetRecords' ``Data`` and ``ApproximateArrivalTimestamp``: the data path's fast path,
+    see ``deaggregate``). The session is this client's own, so no other client is affected.
+    """
     providers, anonymous = _chain(settings)
     session = session_for(settings)
+    if raw_records:
+        session._session.get_component("response_parser_factory").set_parser_defaults(
+            blob_parser=_keep, timestamp_parser=_keep)
     if anonymous and providers:
         # Java tries the providers before Anonymous first; resolve them now to decide.
         try:

@@ -8,6 +8,13 @@ bad digest or body is delivered as an ordinary record, as the Java daemon does.
 
 User records are plain tuples in the order of the multilang record object:
 ``(data_base64, partition_key, sequence_number, arrival_ms, sub_sequence_number)``.
+
+The fast path: the shard worker's Kinesis client leaves ``Data`` as the base64 text of the
+wire and ``ApproximateArrivalTimestamp`` as its epoch-seconds number
+(``credentials.client(..., raw_records=True)``), and the multilang protocol wants base64
+too, so an ordinary record goes through untouched: no decode, no re-encode. Only a record
+whose text starts like the KPL magic (``84maw``: every base64 of ``F3 89 9A C2 ...`` does)
+is decoded. Pages with bytes and datetimes (boto3's defaults) are handled as well.
 """
 
 from __future__ import annotations
@@ -24,16 +31,20 @@ from .lease import ExtendedSequenceNumber
 
 MAGIC = aws_kinesis_agg.MAGIC
 DIGEST_SIZE = aws_kinesis_agg.DIGEST_SIZE
+MAGIC_BASE64 = base64.b64encode(MAGIC)[:5].decode()  # "84maw": fixed for any data after the magic
 
 UserRecord = tuple[str, str, str, int, int]
 
 log = logging.getLogger(__name__)
 
 
-def _arrival_ms(record: dict[str, Any]) -> int:
-    # boto3 gives a datetime; kclpy and .NET need an integer, never null (PROTOCOL.md 3.2).
-    stamp = record.get("ApproximateArrivalTimestamp")
-    return int(stamp.timestamp() * 1000) if stamp is not None else 0
+def _arrival_ms(stamp: Any) -> int:
+    """Epoch milliseconds; kclpy and .NET need an integer, never null (PROTOCOL.md 3.2)."""
+    if stamp is None:
+        return 0
+    if isinstance(stamp, (int, float)):  # the wire's epoch seconds (the fast path)
+        return round(stamp * 1000)
+    return round(stamp.timestamp() * 1000)  # boto3's datetime
 
 
 def _inner_records(data: bytes) -> Any | None:
@@ -62,12 +73,18 @@ def user_records(records: Iterable[dict[str, Any]], after: ExtendedSequenceNumbe
     for record in records:
         seq = record["SequenceNumber"]
         data = record["Data"]
-        arrival = _arrival_ms(record)
-        aggregated = _inner_records(data) if data[:4] == MAGIC else None
+        arrival = _arrival_ms(record.get("ApproximateArrivalTimestamp"))
+        if isinstance(data, str):  # base64 from the wire
+            aggregated = _inner_records(base64.b64decode(data)) if data.startswith(MAGIC_BASE64) else None
+            text = data
+        else:
+            aggregated = _inner_records(data) if data[:4] == MAGIC else None
+            text = None
         if aggregated is None:
             if floor is not None and (int(seq), 0) <= floor:
                 continue
-            out.append((b64(data).decode("ascii"), record["PartitionKey"], seq, arrival, 0))
+            out.append((text if text is not None else b64(data).decode("ascii"), record["PartitionKey"], seq,
+                        arrival, 0))
             continue
         keys = aggregated.partition_key_table
         for sub, inner in enumerate(aggregated.records):

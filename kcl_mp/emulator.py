@@ -61,8 +61,13 @@ class Emulator:
         self.stop()
 
 
-def start_emulator(port: int | None = None, *, wait_s: float = 30.0, log_path: str | None = None) -> Emulator:
-    """Start ``python -m moto.server`` on 127.0.0.1 and wait until it answers HTTP."""
+def start_emulator(port: int | None = None, *, wait_s: float = 30.0, log_path: str | None = None,
+                   http2: bool = False) -> Emulator:
+    """Start ``python -m moto.server`` on 127.0.0.1 and wait until it answers HTTP.
+
+    ``http2``: serve moto with hypercorn instead (HTTP/1.1 and cleartext HTTP/2 on one port),
+    for the Java daemon, whose Kinesis client speaks h2c only (needs the ``bench`` extra).
+    """
     try:
         import moto.server  # noqa: F401  (only to fail early with a clear message)
     except ImportError as exc:
@@ -75,8 +80,10 @@ def start_emulator(port: int | None = None, *, wait_s: float = 30.0, log_path: s
         os.close(fd)
     url = f"http://{LOOPBACK}:{port}"
     with open(log_path, "ab") as log_file:
+        argv = [sys.executable, "-m", "kcl_mp.emulator", str(port)] if http2 else \
+            [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)]
         process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)],
+            argv,
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
@@ -128,3 +135,23 @@ def embedded_overrides(url: str) -> dict[str, str]:
         "cloudWatchClient.endpointOverride": url,
         "AwsCredentialsProvider": "EnvironmentVariableCredentialsProvider",
     }
+
+
+def _serve_http2(port: int) -> None:
+    """moto's WSGI app under hypercorn: HTTP/1.1 and h2c on one loopback port."""
+    import asyncio
+
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config as HypercornConfig
+    from hypercorn.middleware import AsyncioWSGIMiddleware
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+    config = HypercornConfig()
+    config.bind = [f"{LOOPBACK}:{port}"]
+    config.loglevel = "WARNING"
+    app = AsyncioWSGIMiddleware(DomainDispatcherApplication(create_backend_app), max_body_size=64 << 20)
+    asyncio.run(serve(app, config))  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    _serve_http2(int(sys.argv[1]))

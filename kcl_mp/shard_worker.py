@@ -128,7 +128,7 @@ class ShardWorker:
             log=self.log,
         )
         fetcher = Fetcher(
-            aws_client("kinesis", config.kinesis),
+            aws_client("kinesis", config.kinesis, raw_records=True),
             config.stream_name,
             shard_id,
             self.spec.checkpoint,

@@ -63,3 +63,29 @@ def test_resume_after_a_plain_record_drops_it():
 def test_sentinel_checkpoint_filters_nothing():
     out = user_records([record("1", b"a")], after=ExtendedSequenceNumber("TRIM_HORIZON", 0))
     assert len(out) == 1
+
+
+def wire(seq, data, key="pk"):
+    """A record as the fast path's client leaves it: base64 text, epoch seconds."""
+    return {"SequenceNumber": seq, "Data": base64.b64encode(data).decode(), "PartitionKey": key,
+            "ApproximateArrivalTimestamp": T.timestamp()}
+
+
+def test_the_fast_path_gives_what_the_bytes_path_gives():
+    blob = aggregate(("a", b"one"), ("b", b"two"))
+    bad = bytearray(blob)
+    bad[-1] ^= 0xFF
+    payloads = [b"hello", b"", b"\xf3\x89\x9a\xc2", b"\xf3\x89\x9a\xc3 not kpl", bytes(bad), blob, bytes(range(256))]
+    slow = user_records([record(str(i), p) for i, p in enumerate(payloads, 1)], after=ExtendedSequenceNumber("1", 0))
+    fast = user_records([wire(str(i), p) for i, p in enumerate(payloads, 1)], after=ExtendedSequenceNumber("1", 0))
+    assert fast == slow and len(fast) == 7  # the aggregate gave two user records
+
+
+def test_the_fast_path_passes_the_wire_text_through():
+    page = [wire("7", b"x" * 1000)]
+    assert user_records(page)[0][0] is page[0]["Data"]  # the same string: no decode, no re-encode
+
+
+def test_arrival_milliseconds_are_rounded_not_truncated():
+    stamp = {"SequenceNumber": "1", "Data": "", "PartitionKey": "k", "ApproximateArrivalTimestamp": 1700000000.123}
+    assert user_records([stamp])[0][3] == 1700000000123
