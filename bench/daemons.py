@@ -1,7 +1,8 @@
 """kcl-mp beside the Java MultiLangDaemon: the same workload through both, runs alternating.
 
     make bench        (= .venv/bin/python bench/daemons.py)
-    options: --records N per record size (default 40000), --sizes 100,1024, --runs 2, --shards 4
+    options: --records N per record size (default 40000), --sizes 100,1024, --runs 2, --shards 4,
+             --max-records (maxRecords, default 1000)
 
 Same emulator, same stream, same properties file, same processor (bench/noop_processor.py:
 amazon_kclpy, no work, a checkpoint every 1,000 records). For each record size the stream is
@@ -48,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 NETNS_ENV = "KCLMP_BENCH_IN_NETNS"
 JAVA_MAIN = "software.amazon.kinesis.multilang.MultiLangDaemon"
 RUN_TIMEOUT_S = 900.0  # KCL 3.x alone needs over a minute before its first record
+MAX_RECORDS = 1000  # per GetRecords: many batches per shard from a stream moto can fill in reasonable time
 
 
 @dataclass
@@ -121,7 +123,7 @@ def _progress(out: Path) -> tuple[int, float | None, float | None]:
     return total, first, last
 
 
-def _properties(path: Path, url: str, stream: str, app: str) -> Path:
+def _properties(path: Path, url: str, stream: str, app: str, max_records: int) -> Path:
     path.write_text("\n".join([
         f"executableName = {sys.executable} {ROOT / 'bench' / 'noop_processor.py'}",
         f"streamName = {stream}",
@@ -132,7 +134,7 @@ def _properties(path: Path, url: str, stream: str, app: str) -> Path:
         f"dynamoDBEndpoint = {url}",
         f"cloudWatchClient.endpointOverride = {url}",
         "initialPositionInStream = TRIM_HORIZON",
-        "maxRecords = 10000",
+        f"maxRecords = {max_records}",
         "idleTimeBetweenReadsInMillis = 200",
         "metricsLevel = NONE",
         "shutdownGraceMillis = 5000",
@@ -149,11 +151,12 @@ def _command(daemon: str, properties: Path) -> list[str]:
     return ["java", "-Daws.cborEnabled=false", "-cp", f"{jars}/*", JAVA_MAIN, "--properties-file", str(properties)]
 
 
-def run_once(daemon: str, size: int, records: int, url: str, stream: str, work: Path, n: int) -> Run:
+def run_once(daemon: str, size: int, records: int, url: str, stream: str, work: Path, n: int,
+             max_records: int) -> Run:
     app = f"bench-{daemon}-{size}-{n}"
     out = work / app
     out.mkdir()
-    properties = _properties(work / f"{app}.properties", url, stream, app)
+    properties = _properties(work / f"{app}.properties", url, stream, app, max_records)
     log = open(work / f"{app}.log", "wb")
     env = {**os.environ, "BENCH_OUT": str(out), "BENCH_CHECKPOINT_EVERY": "1000"}
     started = time.time()
@@ -208,8 +211,9 @@ def _spread(values: list[float], fmt: str) -> str:
     return f"{format(statistics.median(values), fmt)} ({format(min(values), fmt)}-{format(max(values), fmt)})"
 
 
-def report(runs: list[Run], records: int) -> str:
-    lines = [f"{records} records per size, 4+ shards, no-op amazon_kclpy processor; median (min-max)", ""]
+def report(runs: list[Run], records: int, max_records: int) -> str:
+    lines = [f"{records} records per size, maxRecords {max_records}, no-op amazon_kclpy processor; median (min-max)",
+             ""]
     header = (f"{'size':>6}  {'daemon':<7} {'records/s':>22} {'CPU s / M records':>22} {'peak PSS MB':>18} "
               f"{'(sum of RSS)':>18} {'first record s':>20}")
     lines.append(header)
@@ -239,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default="100,1024", help="record sizes in bytes (default 100,1024)")
     p.add_argument("--runs", type=int, default=2, help="runs per daemon and size, alternating (default 2)")
     p.add_argument("--shards", type=int, default=4)
+    p.add_argument("--max-records", type=int, default=MAX_RECORDS, help=f"maxRecords (default {MAX_RECORDS})")
     p.add_argument("--only", choices=("java", "kcl-mp"), help="run one daemon only")
     args = p.parse_args(argv)
     if os.environ.get(NETNS_ENV) != "1":
@@ -271,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
             for n in range(args.runs):
                 for daemon in daemons:
-                    run = run_once(daemon, size, args.records, emulator.url, stream, work, n)
+                    run = run_once(daemon, size, args.records, emulator.url, stream, work, n, args.max_records)
                     runs.append(run)
                     print(f"  {daemon:<7} {size:>5} B run {n + 1}: {run.records_per_s:,.0f} records/s, "
                           f"{run.cpu_per_million:.1f} CPU s / M records, peak PSS {run.peak_pss_mb:.0f} MB "
@@ -280,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         emulator.stop()
     print()
-    print(report(runs, args.records))
+    print(report(runs, args.records, args.max_records))
     print(f"\nlogs: {work}")
     return 0
 

@@ -40,6 +40,7 @@ from botocore.credentials import (
     create_credential_resolver,
 )
 from botocore.exceptions import BotoCoreError, ProfileNotFound
+from botocore.loaders import create_loader
 
 from .config import ClientSettings, CredentialProvider
 from .errors import ConfigError
@@ -138,13 +139,19 @@ def _chain(settings: ClientSettings) -> tuple[list[BotoProvider], bool]:
     return providers, False
 
 
+# One loader for every session of the process: the service models (megabytes of parsed
+# JSON) are read once, and shard workers forked after the supervisor made its clients share
+# the parent's copy instead of each parsing its own.
+_LOADER = create_loader()
+
+
 def session_for(settings: ClientSettings) -> boto3.Session:
     """A boto3 session whose credentials come from the settings' provider chain, in order."""
     providers, _ = _chain(settings)
-    if [p.name for p in settings.credentials] == ["DefaultCredentialsProvider"]:
-        return boto3.Session(region_name=settings.region)
     core = botocore.session.Session()
-    core.register_component("credential_provider", CredentialResolver(providers))
+    core.register_component("data_loader", _LOADER)
+    if [p.name for p in settings.credentials] != ["DefaultCredentialsProvider"]:
+        core.register_component("credential_provider", CredentialResolver(providers))
     return boto3.Session(botocore_session=core, region_name=settings.region)
 
 

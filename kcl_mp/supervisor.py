@@ -34,6 +34,7 @@ processors get leaseLost, and the process exits 0. A second signal skips the wai
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import random
@@ -155,6 +156,10 @@ class Supervisor:
         if not (lease_settings.skip_shard_sync_at_startup_if_leases_exist and leases):
             self._after_sync(self.leases.sync_shards(self.leases.last_seen, "start-up"), now)
         self.leases.adopt_own_leases(leases)
+        # Everything made so far (modules, service models, clients) is shared with the shard
+        # workers forked from here on; keep the collector from touching it, so those pages
+        # stay shared instead of being copied into every worker (gc.freeze's purpose).
+        gc.freeze()
         while not self.stopping:
             now = self.clock()
             wake = min(due["renew"], due["scan"], due["sync"], due["parents"], now + 1.0)
