@@ -7,9 +7,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDER = ROOT / "tests" / "processors" / "recorder.py"
@@ -65,6 +66,12 @@ class Daemon:
         finally:
             self._log.close()
 
+    def stop_gracefully(self, timeout: float = 60.0) -> None:
+        """SIGTERM, then the exit status must be 0 (the log's tail says why if not)."""
+        self.signal()
+        code = self.wait(timeout)
+        assert code == 0, f"exit status {code}:\n{self.output()[-3000:]}"
+
     def kill(self) -> None:
         """End the daemon's whole process group (it and whatever it started)."""
         if self.process.poll() is None:
@@ -99,3 +106,33 @@ def recorded(directory: Path) -> list[dict]:
 
 def records_only(entries: list[dict]) -> list[dict]:
     return [e for e in entries if "event" not in e]
+
+
+class BackgroundProducer(threading.Thread):
+    """Calls ``put(n)`` for n = 0, 1, 2... every ``every_s`` until stopped, keeping what each
+    call returns (the puts Kinesis reported); an error ends it and ``finish`` raises it."""
+
+    def __init__(self, put: Callable[[int], list[Any]], every_s: float):
+        super().__init__(daemon=True)
+        self.put, self.every_s = put, every_s
+        self.puts: list[Any] = []
+        self.rounds = 0
+        self.stop = threading.Event()
+        self.errors: list[BaseException] = []
+
+    def run(self) -> None:
+        for n in range(100_000):  # bounded
+            if self.stop.is_set():
+                return
+            try:
+                self.puts.extend(self.put(n))
+            except Exception as exc:  # surfaced by finish()
+                self.errors.append(exc)
+                return
+            self.rounds = n + 1
+            self.stop.wait(self.every_s)
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.join(10)
+        assert not self.errors, self.errors

@@ -21,38 +21,16 @@ import pytest
 
 from kcl_mp.emulator import ensure_stream
 from kcl_mp.lease import ExtendedSequenceNumber, Lease
-from kcl_mp.producer import Put, produce
+from kcl_mp.producer import produce
 
-from .harness import RECORDER, Daemon, base_properties, recorded, records_only, wait_until, write_properties
+from .harness import (RECORDER, BackgroundProducer, Daemon, base_properties, recorded, records_only, wait_until,
+                      write_properties)
 
 pytestmark = pytest.mark.integration
 
 SHARDS = 16
 FAILOVER_MS = 3000
 TAKE_INTERVAL_S = 2 * (FAILOVER_MS + 25) / 1000.0
-
-
-class Producer(threading.Thread):
-    """Puts 150 records every 0.5 s until stopped; keeps what Kinesis reported."""
-
-    def __init__(self, kinesis, stream: str):
-        super().__init__(daemon=True)
-        self.kinesis, self.stream = kinesis, stream
-        self.puts: list[Put] = []
-        self.stop = threading.Event()
-        self.errors: list[BaseException] = []
-
-    def run(self) -> None:
-        for batch in range(10_000):  # bounded
-            if self.stop.is_set():
-                return
-            try:
-                self.puts.extend(produce(self.kinesis, self.stream, 150, first_id=batch * 150,
-                                         aggregated_share=0.1, keys=512, seed=batch))
-            except Exception as exc:  # surfaced by the test
-                self.errors.append(exc)
-                return
-            self.stop.wait(0.5)
 
 
 class TableMonitor(threading.Thread):
@@ -109,7 +87,9 @@ def test_three_hosts_balance_fail_over_and_deliver_everything(tmp_path, kinesis,
         failoverTimeMillis=FAILOVER_MS, maxLeasesToStealAtOneTime=3, idleTimeBetweenReadsInMillis=500,
         gracefulLeaseHandoffTimeoutMillis=20000))
     env = {"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "50"}
-    producer, monitor = Producer(kinesis, stream), TableMonitor(dynamodb, app)
+    producer = BackgroundProducer(lambda n: produce(kinesis, stream, 150, first_id=n * 150, aggregated_share=0.1,
+                                                    keys=512, seed=n), every_s=0.5)
+    monitor = TableMonitor(dynamodb, app)
     hosts: dict[str, Daemon] = {}
     producer.start()
     monitor.start()
@@ -141,9 +121,7 @@ def test_three_hosts_balance_fail_over_and_deliver_everything(tmp_path, kinesis,
         assert failover_s <= bound + 1.0, f"{failover_s:.1f} s > {bound:.2f} s (+1 s of polling and write latency)"
 
         time.sleep(3.0)
-        producer.stop.set()
-        producer.join(10)
-        assert not producer.errors, producer.errors
+        producer.finish()
         ids = {p.id for p in producer.puts}
         wait_until(lambda: ids <= {json.loads(e["data"])["id"] for e in records_only(recorded(out))}, 120,
                    f"all {len(ids)} records delivered")
@@ -212,8 +190,7 @@ def test_a_checkpoint_after_the_lease_moved_is_refused_then_lease_lost(tmp_path,
         assert item["leaseOwner"]["S"] == "intruder"
         assert item["checkpoint"] == stolen["checkpoint"]  # nothing written after the move
         wait_until(lambda: "refused: the lease now belongs to another worker" in daemon.output(), 5, "the log line")
-        daemon.signal()
-        assert daemon.wait(60) == 0, daemon.output()[-3000:]
+        daemon.stop_gracefully()
     finally:
         daemon.kill()
     log = daemon.output()

@@ -11,7 +11,6 @@ the open shards' leases.
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -21,7 +20,8 @@ import pytest
 
 from kcl_mp.lease import Lease
 
-from .harness import RECORDER, Daemon, base_properties, recorded, records_only, wait_until, write_properties
+from .harness import (RECORDER, BackgroundProducer, Daemon, base_properties, recorded, records_only, wait_until,
+                      write_properties)
 from .kinesis_mock import split_in_half, wait_active
 
 pytestmark = pytest.mark.integration
@@ -29,43 +29,26 @@ pytestmark = pytest.mark.integration
 KEYS = [f"key-{i:02d}" for i in range(32)]
 
 
-class CounterProducer(threading.Thread):
-    """One record per key every 0.1 s, data ``<key>:<n>``: per key, n is the order of writing."""
+def put_counters(kinesis, stream: str, n: int) -> list:
+    """One record per key, data ``<key>:<n>``: per key, n is the order of writing."""
+    entries = [{"Data": f"{key}:{n}".encode(), "PartitionKey": key} for key in KEYS]
+    for _ in range(20):  # the stream may be UPDATING for a moment: retry what failed
+        response = kinesis.put_records(StreamName=stream, Records=entries)
+        entries = [e for e, r in zip(entries, response["Records"]) if "ErrorCode" in r]
+        if not entries:
+            return []
+        time.sleep(0.05)
+    raise AssertionError(f"put_records kept failing for {len(entries)} records")
 
-    def __init__(self, kinesis, stream: str):
-        super().__init__(daemon=True)
-        self.kinesis, self.stream = kinesis, stream
-        self.rounds = 0
-        self.stop = threading.Event()
-        self.errors: list[BaseException] = []
 
-    def run(self) -> None:
-        for n in range(100_000):  # bounded
-            if self.stop.is_set():
-                return
-            entries = [{"Data": f"{key}:{n}".encode(), "PartitionKey": key} for key in KEYS]
-            try:
-                for _ in range(20):  # the stream may be UPDATING for a moment: retry what failed
-                    response = self.kinesis.put_records(StreamName=self.stream, Records=entries)
-                    failed = [e for e, r in zip(entries, response["Records"]) if "ErrorCode" in r]
-                    if not failed:
-                        break
-                    entries = failed
-                    time.sleep(0.05)
-                else:
-                    raise AssertionError(f"put_records kept failing for {len(entries)} records")
-            except Exception as exc:  # surfaced by the test
-                self.errors.append(exc)
-                return
-            self.rounds = n + 1
-            self.stop.wait(0.1)
+def counter_producer(kinesis, stream: str) -> BackgroundProducer:
+    return BackgroundProducer(lambda n: put_counters(kinesis, stream, n), every_s=0.1)
 
-    def finish(self) -> set[tuple[str, int]]:
-        """Stop, and every (key, counter) written."""
-        self.stop.set()
-        self.join(10)
-        assert not self.errors, self.errors
-        return {(key, n) for key in KEYS for n in range(self.rounds)}
+
+def finish(producer: BackgroundProducer) -> set[tuple[str, int]]:
+    """Stop the producer; every (key, counter) it wrote."""
+    producer.finish()
+    return {(key, n) for key in KEYS for n in range(producer.rounds)}
 
 
 def _delivered(out: Path) -> set[tuple[str, int]]:
@@ -95,7 +78,7 @@ def test_split_and_merge_under_two_hosts(tmp_path: Path, kinesis_mock_url, moto_
         failoverTimeMillis=3000, shardSyncIntervalMillis=2000, parentShardPollIntervalMillis=500,
         idleTimeBetweenReadsInMillis=200))
     env = {"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "40"}
-    producer = CounterProducer(kinesis, stream)
+    producer = counter_producer(kinesis, stream)
     hosts: dict[str, Daemon] = {}
     producer.start()
     try:
@@ -114,7 +97,7 @@ def test_split_and_merge_under_two_hosts(tmp_path: Path, kinesis_mock_url, moto_
         kinesis.merge_shards(StreamName=stream, ShardToMerge=third["ShardId"], AdjacentShardToMerge=fourth["ShardId"])
         wait_active(kinesis, stream)
         time.sleep(6.0)
-        written = producer.finish()
+        written = finish(producer)
         open_shards = _open_shards(kinesis, stream)
         parents = {first["ShardId"], third["ShardId"], fourth["ShardId"]}
         wait_until(lambda: written <= _delivered(out), 90, f"all {len(written)} records delivered")
@@ -192,7 +175,7 @@ def test_a_missed_shard_end_checkpoint_is_retried_loudly_and_cleanup_can_be_off(
         failoverTimeMillis=3000, shardSyncIntervalMillis=2000, parentShardPollIntervalMillis=500,
         idleTimeBetweenReadsInMillis=200, cleanupLeasesUponShardCompletion="false"))
     env = {"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "40", "RECORDER_SHARD_END_REFUSALS": "1"}
-    producer = CounterProducer(kinesis, stream)
+    producer = counter_producer(kinesis, stream)
     producer.start()
     daemon = Daemon(props, tmp_path / "host.log", "--set", "workerId=host-a", env=env)
     try:
@@ -200,11 +183,10 @@ def test_a_missed_shard_end_checkpoint_is_retried_loudly_and_cleanup_can_be_off(
                    "records from both shards")
         split_in_half(kinesis, stream, shards[0])
         time.sleep(5.0)
-        written = producer.finish()
+        written = finish(producer)
         children = _open_shards(kinesis, stream) - {other}
         wait_until(lambda: written <= _delivered(out), 90, f"all {len(written)} records delivered")
-        daemon.signal()
-        assert daemon.wait(60) == 0, daemon.output()[-3000:]
+        daemon.stop_gracefully()
     finally:
         producer.stop.set()
         daemon.kill()

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from kcl_mp.emulator import ensure_stream
-from kcl_mp.producer import Put, produce
+from kcl_mp.producer import produce
 
-from .harness import RECORDER, Daemon, base_properties, recorded, records_only, wait_until, write_properties
+from .harness import (RECORDER, BackgroundProducer, Daemon, base_properties, recorded, records_only, wait_until,
+                      write_properties)
 
 pytestmark = pytest.mark.integration
 
@@ -28,30 +28,8 @@ FAULTY = "shardId-000000000002"
 TIMEOUT_S = 3
 
 
-class Producer(threading.Thread):
-    """60 records every 0.25 s over 4 shards until stopped."""
-
-    def __init__(self, kinesis, stream: str):
-        super().__init__(daemon=True)
-        self.kinesis, self.stream = kinesis, stream
-        self.puts: list[Put] = []
-        self.stop = threading.Event()
-        self.errors: list[BaseException] = []
-
-    def run(self) -> None:
-        for batch in range(10_000):  # bounded
-            if self.stop.is_set():
-                return
-            try:
-                self.puts.extend(produce(self.kinesis, self.stream, 60, first_id=batch * 60, aggregated_share=0.0,
-                                         keys=64, seed=batch))
-            except Exception as exc:  # surfaced by the test
-                self.errors.append(exc)
-                return
-            self.stop.wait(0.25)
-
-
-def _run(tmp_path: Path, kinesis, moto_url: str, stream: str, fault: str, **keys) -> tuple[Daemon, Producer, Path]:
+def _run(tmp_path: Path, kinesis, moto_url: str, stream: str, fault: str,
+         **keys) -> tuple[Daemon, BackgroundProducer, Path]:
     ensure_stream(kinesis, stream, 4)
     out = tmp_path / "out"
     out.mkdir()
@@ -59,7 +37,8 @@ def _run(tmp_path: Path, kinesis, moto_url: str, stream: str, fault: str, **keys
         moto_url, stream, stream + "-app", f"{sys.executable} {RECORDER}", idleTimeBetweenReadsInMillis=200,
         timeoutInSeconds=TIMEOUT_S, failoverTimeMillis=3000, **keys))
     env = {"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "20", "RECORDER_FAULT": fault}
-    producer = Producer(kinesis, stream)
+    producer = BackgroundProducer(lambda n: produce(kinesis, stream, 60, first_id=n * 60, aggregated_share=0.0,
+                                                    keys=64, seed=n), every_s=0.25)  # 240 records/s over 4 shards
     producer.start()
     return Daemon(props, tmp_path / "host.log", "--set", "workerId=host-a", env=env), producer, out
 
@@ -84,14 +63,11 @@ def test_one_failing_shard_of_four(tmp_path, kinesis, moto_url, unique_name, mod
         if MODES[mode]:
             wait_until(lambda: len(list(out.glob(f"{FAULTY}.*.jsonl"))) == 2, 30, "the faulty shard's restart")
         time.sleep(3.0)
-        producer.stop.set()
-        producer.join(10)
-        assert not producer.errors, producer.errors
+        producer.finish()
         ids = {p.id for p in producer.puts}
         wait_until(lambda: ids <= {json.loads(e["data"])["id"] for e in records_only(recorded(out))}, 90,
                    f"all {len(ids)} records delivered")
-        daemon.signal()
-        assert daemon.wait(60) == 0, daemon.output()[-3000:]
+        daemon.stop_gracefully()
     finally:
         producer.stop.set()
         daemon.kill()
@@ -145,8 +121,7 @@ def test_a_crash_loop_releases_the_lease_for_another_host(tmp_path, kinesis, dyn
         assert owner() is None
         others = [e for e in records_only(recorded(out)) if e["_shard"] != FAULTY and e["at"] > released_at]
         assert others, "the other shards stopped"
-        daemon.signal()
-        assert daemon.wait(60) == 0, daemon.output()[-3000:]
+        daemon.stop_gracefully()
     finally:
         producer.stop.set()
         daemon.kill()
