@@ -153,6 +153,14 @@ def _stealable(view: _View, owner: str) -> list[str]:
                   if lease.owner == owner and k not in gone and not lease.checkpoint_owner)
 
 
+def _start(worker_id: str, leases: Mapping[str, Lease], observations: Mapping[str, Observation], now: float,
+           settings: LeaseSettings, rng: random.Random) -> tuple[_View, int, Plan | None]:
+    """What both rules do first: the view, the leases needed, and the plan if taking decides."""
+    view = _view(worker_id, leases, observations, now, settings)
+    needed = view.target - view.mine
+    return view, needed, _take_or_stay(view, needed, rng)
+
+
 def plan_leases(
     worker_id: str,
     leases: Mapping[str, Lease],
@@ -163,9 +171,7 @@ def plan_leases(
     may_steal: bool = True,
 ) -> Plan:
     """kcl-mp's rule (see the module docstring). ``may_steal=False``: take expired only."""
-    view = _view(worker_id, leases, observations, now, settings)
-    needed = view.target - view.mine
-    early = _take_or_stay(view, needed, rng)
+    view, needed, early = _start(worker_id, leases, observations, now, settings, rng)
     if early is not None:
         return early
     if not may_steal:
@@ -203,9 +209,7 @@ def plan_leases_java(
     rng: random.Random,
 ) -> Plan:
     """The Java KCL 2.x taker's rule (see the module docstring)."""
-    view = _view(worker_id, leases, observations, now, settings)
-    needed = view.target - view.mine
-    early = _take_or_stay(view, needed, rng)
+    view, needed, early = _start(worker_id, leases, observations, now, settings, rng)
     if early is not None:
         return early
     others = [(owner, count) for owner, count in sorted(view.counts.items()) if owner != worker_id]

@@ -10,6 +10,7 @@ or FAIL and the first divergence: the step, the message sent, and what went wron
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import os
@@ -57,13 +58,19 @@ def load_scenarios(kit: Path = KIT) -> tuple[list[dict[str, Any]], float]:
     return spec["scenarios"], float(spec["exit_within_s"])
 
 
+@functools.lru_cache(maxsize=None)
+def _daemon_messages(path: Path) -> tuple[dict[str, Any], ...]:
+    """A transcript's daemon messages, each with its exact Java line as ``raw`` (read once)."""
+    return tuple({**entry["msg"], "raw": entry["raw"]} for entry in map(json.loads, path.read_text().splitlines())
+                 if entry.get("dir") == "to_processor")
+
+
 def _vector_message(kit: Path, step: dict[str, Any]) -> dict[str, Any]:
-    """The step's message; from a transcript, with its exact Java line as ``raw``."""
+    """The step's message, from a transcript or written inline."""
     if "vector" not in step:
         return {"action": step["action"]}
     path = kit / "vectors" / step["vector"]
-    found = [{**entry["msg"], "raw": entry["raw"]} for entry in map(json.loads, path.read_text().splitlines())
-             if entry.get("dir") == "to_processor" and entry["msg"]["action"] == step["action"]]
+    found = [message for message in _daemon_messages(path) if message["action"] == step["action"]]
     if len(found) < step.get("nth", 1):
         raise ConfigError(f"{path}: no daemon message {step['action']} number {step.get('nth', 1)}")
     return found[step.get("nth", 1) - 1]

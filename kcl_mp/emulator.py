@@ -113,12 +113,18 @@ def ensure_stream(kinesis: Any, name: str, shard_count: int, *, wait_s: float = 
     except kinesis.exceptions.ResourceNotFoundException:
         kinesis.create_stream(StreamName=name, ShardCount=shard_count)
         created = True
+    wait_active(kinesis, name, wait_s)
+    return created
+
+
+def wait_active(kinesis: Any, name: str, wait_s: float = 60.0) -> None:
+    """Wait until the stream is ACTIVE (after creating it, or a split or merge)."""
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         status = kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"]
         if status == "ACTIVE":
-            return created
-        time.sleep(0.2)
+            return
+        time.sleep(0.1)
     raise DependencyError(f"stream {name} not ACTIVE after {wait_s:.0f} s")
 
 

@@ -125,13 +125,14 @@ def plan_initial_leases(shards_at_position: Iterable[Shard], initial: InitialPos
 def plan_new_leases(shards: Iterable[Shard], leases: Mapping[str, Lease], initial: InitialPosition) -> SyncPlan:
     """Rules 2 to 4 on a full listing: leases to create, in shard-id order."""
     listed = {s.shard_id: s for s in shards}
-    tracked = set(leases) | superseded(leases, listed)
+    gone = superseded(leases, listed)
+    tracked = set(leases) | gone
     inconsistent = {s.shard_id for s in listed.values()
                     if any(p in listed and not listed[p].is_closed for p in s.parent_shard_ids)}
     wants_history = initial.kind in (TRIM_HORIZON, AT_TIMESTAMP)
     reached: dict[str, bool] = {}
     # Rule 3 first: a child of a finished parent starts at TRIM_HORIZON whatever rule 2 says.
-    create: dict[str, Lease] = {lease.key: lease for lease in plan_child_leases(listed.values(), leases, listed=listed)}
+    create: dict[str, Lease] = {lease.key: lease for lease in _child_leases(listed.values(), leases, gone, None, listed)}
 
     def listed_parents(shard_id: str) -> list[str]:
         return [p for p in listed[shard_id].parent_shard_ids if p in listed]
@@ -185,7 +186,11 @@ def plan_child_leases(
     SHARD_END checkpoint lands). Without ``listed`` (ChildShards, not a listing) every
     parent must be tracked; with it, a parent gone from the listing does not hold a child back.
     """
-    gone = superseded(leases, listed)
+    return _child_leases(children, leases, superseded(leases, listed), ended, listed)
+
+
+def _child_leases(children: Iterable[Shard], leases: Mapping[str, Lease], gone: set[str], ended: str | None,
+                  listed: Mapping[str, Shard] | None) -> list[Lease]:
     tracked = set(leases) | gone | ({ended} if ended else set())
     plan = []
     for child in sorted(children, key=lambda s: s.shard_id):

@@ -289,12 +289,8 @@ class Supervisor:
         now = self.clock()
         for key in [k for k in self.waiting if k not in self.leases.held]:
             del self.waiting[key]
-        for key, held in list(self.leases.held.items()):
+        for key, held in self.leases.held.items():
             if key in self.workers or now < self.restarts.get(key, Restart()).not_before:
-                continue
-            if held.lease.is_shard_end:  # checkpointed at SHARD_END by a worker that died before saying so
-                self.leases.shard_ended(key)
-                self.log.info("shard %s is already at SHARD_END: nothing to process", key)
                 continue
             if self._waits_for_parents(key):
                 continue
@@ -352,6 +348,12 @@ class Supervisor:
             self.exit_code = 1
             self.stopping = True
             return
+        self.leases.refresh(key)  # a restart resumes from the last checkpoint its predecessor wrote
+        if self.leases.held[key].lease.is_shard_end:  # it checkpointed SHARD_END, then died before saying so
+            self.leases.shard_ended(key)
+            self.restarts.pop(key, None)
+            self.log.info("shard %s is already at SHARD_END: nothing to restart", key)
+            return
         if worker.shard_end is False:
             # Java retries this forever, silently (PROTOCOL.md 6). Say so, and retry with a fresh
             # processor: only this shard's children wait; every other shard goes on.
@@ -390,7 +392,6 @@ class Supervisor:
         self.counters["processor_restarts"] += 1
         self.log.error("shard %s: %s; restart %d of %d in %.1f s from the last checkpoint", key, why,
                        restart.attempts, limit, delay)
-        self.leases.refresh(key)
 
     def _lost_wait_s(self) -> float:
         return (self.config.processor.timeout_s or 0) + LEASE_LOST_WAIT_S

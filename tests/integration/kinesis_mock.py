@@ -16,7 +16,7 @@ from pathlib import Path
 import boto3
 from botocore.config import Config as BotoConfig
 
-from kcl_mp.emulator import LOOPBACK, Emulator, free_port
+from kcl_mp.emulator import LOOPBACK, Emulator, free_port, wait_active
 
 MAIN_JS = Path(__file__).resolve().parents[1] / "emulators" / "node_modules" / "kinesis-local" / "main.js"
 RESHARD_S = "300ms"  # how long a split or merge keeps the stream UPDATING
@@ -48,15 +48,6 @@ def start_kinesis_mock(log_path: Path, wait_s: float = 60.0) -> Emulator:
             time.sleep(0.2)
     emulator.stop()
     raise RuntimeError(f"kinesis-mock did not answer on {emulator.url} within {wait_s:.0f} s; see {log_path}")
-
-
-def wait_active(kinesis, stream: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE":
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"stream {stream} not ACTIVE after {timeout_s:.0f} s")
 
 
 def split_in_half(kinesis, stream: str, shard: dict) -> None:

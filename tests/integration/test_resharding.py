@@ -18,11 +18,12 @@ from pathlib import Path
 import boto3
 import pytest
 
+from kcl_mp.emulator import wait_active
 from kcl_mp.lease import Lease
 
 from .harness import (RECORDER, BackgroundProducer, Daemon, base_properties, recorded, records_only, wait_until,
                       write_properties)
-from .kinesis_mock import split_in_half, wait_active
+from .kinesis_mock import split_in_half
 
 pytestmark = pytest.mark.integration
 

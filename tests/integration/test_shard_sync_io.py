@@ -13,13 +13,14 @@ import pytest
 
 from kcl_mp import lease_coordinator
 from kcl_mp.config import load_config
+from kcl_mp.emulator import wait_active
 from kcl_mp.lease import ExtendedSequenceNumber, Lease
 from kcl_mp.lease_coordinator import LeaseCoordinator
 from kcl_mp.lease_table import LeaseTable
 from kcl_mp.logs import ShardLog
 
 from .harness import base_properties, write_properties
-from .kinesis_mock import split_in_half, wait_active
+from .kinesis_mock import split_in_half
 
 pytestmark = pytest.mark.integration
 
