@@ -126,7 +126,7 @@ def _progress(out: Path) -> tuple[int, float | None, float | None]:
     return total, first, last
 
 
-def _properties(path: Path, url: str, stream: str, app: str, max_records: int) -> Path:
+def _properties(path: Path, url: str, stream: str, app: str, max_records: int, metrics_level: str) -> Path:
     path.write_text("\n".join([
         f"executableName = {sys.executable} {ROOT / 'bench' / 'noop_processor.py'}",
         f"streamName = {stream}",
@@ -139,7 +139,7 @@ def _properties(path: Path, url: str, stream: str, app: str, max_records: int) -
         "initialPositionInStream = TRIM_HORIZON",
         f"maxRecords = {max_records}",
         "idleTimeBetweenReadsInMillis = 200",
-        "metricsLevel = NONE",
+        f"metricsLevel = {metrics_level}",
         "shutdownGraceMillis = 5000",
     ]) + "\n")
     return path
@@ -155,11 +155,11 @@ def _command(daemon: str, properties: Path) -> list[str]:
 
 
 def run_once(daemon: str, size: int, records: int, url: str, stream: str, work: Path, n: int,
-             max_records: int, emulator_pid: int) -> Run:
+             max_records: int, emulator_pid: int, metrics_level: str = "NONE") -> Run:
     app = f"bench-{daemon}-{size}-{n}"
     out = work / app
     out.mkdir()
-    properties = _properties(work / f"{app}.properties", url, stream, app, max_records)
+    properties = _properties(work / f"{app}.properties", url, stream, app, max_records, metrics_level)
     log = open(work / f"{app}.log", "wb")
     env = {**os.environ, "BENCH_OUT": str(out), "BENCH_CHECKPOINT_EVERY": "1000"}
     started = time.time()
@@ -221,8 +221,9 @@ def _spread(values: list[float], fmt: str) -> str:
     return f"{format(statistics.median(values), fmt)} ({format(min(values), fmt)}-{format(max(values), fmt)})"
 
 
-def report(runs: list[Run], records: int, max_records: int) -> str:
-    lines = [f"{records} records per size, maxRecords {max_records}, no-op amazon_kclpy processor; median (min-max)",
+def report(runs: list[Run], records: int, max_records: int, metrics_level: str) -> str:
+    lines = [f"{records} records per size, maxRecords {max_records}, metricsLevel {metrics_level}, no-op "
+             "amazon_kclpy processor; median (min-max)",
              ""]
     header = (f"{'size':>6}  {'daemon':<7} {'records/s':>22} {'CPU s / M records':>22} {'peak PSS MB':>18} "
               f"{'(sum of RSS)':>18} {'first record s':>20} {'emulator CPU %':>16}")
@@ -270,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shards", type=int, default=4)
     p.add_argument("--max-records", type=int, default=MAX_RECORDS, help=f"maxRecords (default {MAX_RECORDS})")
     p.add_argument("--only", choices=("java", "kcl-mp"), help="run one daemon only")
+    p.add_argument("--metrics-level", choices=("NONE", "SUMMARY", "DETAILED"), default="NONE",
+                   help="metricsLevel of both daemons, published to the emulator's CloudWatch (default NONE)")
     args = p.parse_args(argv)
     if os.environ.get(NETNS_ENV) != "1":
         if shutil.which("unshare") is None:
@@ -304,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             for n in range(args.runs):
                 for daemon in daemons:
                     run = run_once(daemon, size, args.records, emulator.url, stream, work, n, args.max_records,
-                                   emulator.process.pid)
+                                   emulator.process.pid, args.metrics_level)
                     runs.append(run)
                     print(f"  {daemon:<7} {size:>5} B run {n + 1}: {run.records_per_s:,.0f} records/s, "
                           f"{run.cpu_per_million:.1f} CPU s / M records, peak PSS {run.peak_pss_mb:.0f} MB "
@@ -314,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         emulator.stop()
     print()
-    print(report(runs, args.records, args.max_records))
+    print(report(runs, args.records, args.max_records, args.metrics_level))
     print(f"\nlogs: {work}")
     return 0
 

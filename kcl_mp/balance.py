@@ -131,6 +131,22 @@ def _view(worker_id: str, leases: Mapping[str, Lease], observations: Mapping[str
     return _View(active, expired, counts, live, target, counts[worker_id])
 
 
+@dataclass(frozen=True)
+class Fleet:
+    """The fleet figures a scan gives (the metrics' total_leases, unclaimed_leases ...)."""
+
+    total_leases: int  # finished ones included
+    open_leases: int  # not at SHARD_END: the open shards the table tracks
+    unclaimed: int  # open leases with no owner, or one that stopped renewing
+    worker_leases: dict[str, int]  # live worker -> open leases it holds (this worker always present)
+
+
+def fleet(worker_id: str, leases: Mapping[str, Lease], observations: Mapping[str, Observation], now: float,
+          settings: LeaseSettings) -> Fleet:
+    view = _view(worker_id, leases, observations, now, settings)
+    return Fleet(len(leases), len(view.active), len(view.expired), dict(sorted(view.counts.items())))
+
+
 def _take_or_stay(view: _View, needed: int, rng: random.Random) -> Plan | None:
     """Steps shared by both rules: nothing to do, or take expired leases; None: go on to steal."""
     if not view.active:

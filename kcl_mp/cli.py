@@ -39,7 +39,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="accepted for compatibility with the Java daemon and ignored")
     p.add_argument("--log-level", default=os.environ.get("KCL_MP_LOG_LEVEL", "INFO"),
                    help="DEBUG, INFO, WARNING, ERROR (default: $KCL_MP_LOG_LEVEL or INFO)")
-    p.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("KCL_MP_LOG_FORMAT", "text"))
+    p.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("KCL_MP_LOG_FORMAT", "text"),
+                   help="text, or json: one object a line (default: $KCL_MP_LOG_FORMAT or text)")
+    p.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve Prometheus /metrics and /healthz on PORT (same as --set kclmp.metricsPort=PORT)")
+    p.add_argument("--metrics-address", metavar="ADDRESS",
+                   help="the address --metrics-port listens on (default 0.0.0.0; kclmp.metricsAddress)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a properties key (repeatable)")
     p.add_argument("--progress", type=float, metavar="SECONDS",
@@ -89,6 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     emulator = None
     try:
         overrides = _overrides(args.set)
+        if args.metrics_port is not None:
+            overrides["kclmp.metricsPort"] = str(args.metrics_port)
+        if args.metrics_address:
+            overrides["kclmp.metricsAddress"] = args.metrics_address
         if args.embedded:
             from . import emulator as embedded
 
@@ -107,16 +116,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return Supervisor(config, args.log_level, args.log_format, args.progress).run()
     except KclMpError as exc:
-        return fail(exc)
+        return fail(exc, json_logs=args.log_format == "json")
     finally:
         if emulator is not None:
             emulator.stop()
 
 
-def fail(exc: KclMpError) -> int:
-    """Print a kcl-mp error for a person; the exit status (1)."""
+def fail(exc: KclMpError, json_logs: bool = False) -> int:
+    """Print a kcl-mp error for a person (a JSON log line with --log-format json); status 1."""
     kind = "configuration error" if isinstance(exc, ConfigError) else "error"
-    print(f"kcl-mp: {kind}: {exc}", file=sys.stderr)
+    if json_logs:
+        log.error("%s: %s", kind, exc)
+    else:
+        print(f"kcl-mp: {kind}: {exc}", file=sys.stderr)
     return 1
 
 

@@ -135,6 +135,9 @@ class MetricsSettings:
     buffer_time_ms: int = 10000
     max_queue_size: int = 10000
     enabled_dimensions: tuple[str, ...] = ("ALL",)
+    # kcl-mp's own: the Prometheus endpoint (/metrics, /healthz); None: off
+    port: int | None = None
+    address: str = "0.0.0.0"
 
 
 @dataclass(frozen=True)

@@ -123,6 +123,15 @@ def name_list(value: str) -> tuple[str, ...]:
     return names
 
 
+def dimension_list(value: str) -> tuple[str, ...]:
+    names = name_list(value)
+    known = ("ALL", "Operation", "ShardId", "WorkerIdentifier", "StreamId")
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ValueError(f"unknown dimension {', '.join(unknown)}; expected some of {', '.join(known)}")
+    return names
+
+
 def tags(value: str) -> tuple[tuple[str, str], ...]:
     pairs = [part.strip().partition("=") for part in value.split(",") if part.strip()]
     if not pairs or any(not k or not sep for k, sep, _ in pairs):
@@ -357,7 +366,8 @@ KEYS: tuple[Key, ...] = (
        "metrics.level"),
     _k("metricsBufferTimeMillis", integer(1), 10000, "max metrics buffering", "metrics.buffer_time_ms"),
     _k("metricsMaxQueueSize", integer(1, INT_MAX), 10000, "max buffered metrics", "metrics.max_queue_size"),
-    _k("metricsEnabledDimensions", name_list, ("ALL",), "dimensions kept", "metrics.enabled_dimensions"),
+    _k("metricsEnabledDimensions", dimension_list, ("ALL",), "dimensions kept (Operation always)",
+       "metrics.enabled_dimensions"),
     # KCL 3.x tables and load balancing (CONFIG.md section 13)
     *(
         _ignored(prefix + suffix, parse, "KCL 3.x " + prefix + " table", _KCL3)
@@ -387,6 +397,9 @@ KEYS: tuple[Key, ...] = (
        "failures in a row before the lease is released so another host can try", "processor.max_restarts"),
     _k(_KCLMP + "processorMemoryLimitMB", integer(0), 0, "restart a processor whose RSS exceeds this (0: off)",
        "processor.memory_limit_mb"),
+    _k(_KCLMP + "metricsPort", integer(0, 65535), None,
+       "serve Prometheus /metrics and /healthz on this port (0: any free port; unset: off)", "metrics.port"),
+    _k(_KCLMP + "metricsAddress", text, "0.0.0.0", "the address that port listens on", "metrics.address"),
 )
 
 # Any of these set to a non-zero value makes retrievalMode DEFAULT mean polling (section 9).

@@ -30,7 +30,7 @@ from typing import Any, Callable, Union
 from .aws import AWS_ERRORS, error_code, translate
 from .backoff import Backoff
 from .config import InitialPosition, RetrievalSettings
-from .deaggregate import UserRecord, user_records
+from .deaggregate import UserRecord, data_bytes, user_records
 from .errors import DependencyError, KclMpError
 from .lease import AT_TIMESTAMP, LATEST, SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 
@@ -40,6 +40,7 @@ class Fetched:
     batch: Any  # whatever ``encode`` made of the records (a wire.Batch)
     count: int
     millis_behind_latest: int | None
+    data_bytes: int = 0  # of the user records' data (from its base64 length, exact within 2 bytes a record)
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,8 @@ class Fetcher:
             else:
                 users = []
             if users or self.settings.call_process_records_even_for_empty_record_list:
-                if not self._put(Fetched(self.encode(users, behind), len(users), behind)):
+                fetched = Fetched(self.encode(users, behind), len(users), behind, data_bytes(users))
+                if not self._put(fetched):
                     return
             iterator = response.get("NextShardIterator")
             if iterator is None:

@@ -33,6 +33,7 @@ from .errors import DependencyError
 from .lease import AT_TIMESTAMP, LATEST, SHARD_END, ExtendedSequenceNumber, Lease
 from .lease_table import LeaseTable
 from .logs import ShardLog
+from .metrics import Recorder
 from .shard_sync import Shard
 
 
@@ -83,6 +84,9 @@ class LeaseCoordinator:
     gap_seen: bool = False  # the last audit found leases that leave a gap
     avoid: dict[str, float] = field(default_factory=dict)  # key -> until when this host does not take it
     last_steal_at: float = float("-inf")
+    metrics: Recorder = field(default_factory=lambda: Recorder(enabled=False))
+    renewed_all_at: float | None = None  # the end of the last round that renewed every held lease
+    fleet: balance.Fleet | None = None  # as the last scan saw it
 
     @property
     def me(self) -> str:
@@ -113,13 +117,20 @@ class LeaseCoordinator:
         lost: list[str] = []
         handoffs: list[str] = []
         failover_s = self.config.lease.failover_time_ms / 1000.0
+        started = self.clock()
+        failures = 0
         for key, held in list(self.held.items()):
             now = self.clock()
+            if now - held.renewed_at > failover_s / 2:
+                self.log.warning("lease %s renewed late: %.1f s since its last renewal (others may take it after "
+                                 "%.1f s)", key, now - held.renewed_at, failover_s)
             try:
                 renewed = self.table.renew(held.lease, self.me)
                 if renewed is None:
                     renewed = self._recheck(held.lease)
             except DependencyError as exc:
+                failures += 1
+                self.metrics.add("lease_renewals", 0)
                 if now - held.renewed_at < failover_s:
                     self.log.warning("renewing lease %s failed (%s); still held for %.1f s",
                                      key, exc, failover_s - (now - held.renewed_at))
@@ -130,6 +141,7 @@ class LeaseCoordinator:
                 self.drop(key, "taken by another worker or not renewable")
                 lost.append(key)
                 continue
+            self.metrics.add("lease_renewals", 1)
             self.held[key] = Held(renewed, now)
             if renewed.owner != self.me and key not in self.handing_off:
                 self.handing_off[key] = now
@@ -143,7 +155,14 @@ class LeaseCoordinator:
                                  "(%.0f s); handing the lease over without its last checkpoint", key, timeout_s)
                 self.finish_handoff(key)
                 lost.append(key)
-        return Renewal(tuple(lost), tuple(handoffs), self._check_incoming())
+        acquired = self._check_incoming()
+        now = self.clock()
+        if not failures:
+            self.renewed_all_at = now
+        self.metrics.add("renew_time", now - started)
+        self.metrics.add("leases_held", len(self.held))
+        self.metrics.add("leases_lost", 0)  # a sample every round, as Java's; each loss adds 1 (drop)
+        return Renewal(tuple(lost), tuple(handoffs), acquired)
 
     def _recheck(self, lease: Lease) -> Lease | None:
         """After a failed renewal: still ours (only the counter moved) means retry with it."""
@@ -170,6 +189,7 @@ class LeaseCoordinator:
                 del self.incoming[key]
                 self.held[key] = Held(current, now)
                 acquired.append(key)
+                self.metrics.add("leases_taken", 1)
                 self.log.info("lease %s handed over at checkpoint %s", key, current.checkpoint)
                 continue
             if current.counter != waiting.lease.counter:
@@ -208,14 +228,32 @@ class LeaseCoordinator:
                            steal=tuple(k for k in plan.steal if k not in self.avoid))
         if plan.take or plan.steal:
             self.log.info("taker: %s", plan.reason)
+        self.metrics.add("leases_taken", 0)  # a sample every scan, as Java's; each take adds 1
+        self.metrics.add("leases_stolen", 0)
         acquired = [key for key in plan.take
                     if self._take(leases[key], f"took lease {key} (from {leases[key].owner or 'nobody'})")]
         for key in plan.steal:
             if self.config.lease.graceful_lease_handoff_enabled:
                 self._ask_handoff(leases[key])
             elif self._take(leases[key], f"stole lease {key} from {leases[key].owner}"):
+                self.metrics.add("leases_stolen", 1)
                 acquired.append(key)
+        self._record_fleet(leases, {**leases, **{key: self.held[key].lease for key in acquired}}, now)
         return tuple(acquired)
+
+    def _record_fleet(self, found: Mapping[str, Lease], left: Mapping[str, Lease], now: float) -> None:
+        """CloudWatch gets the unclaimed leases this scan found (Java's TakeLeases ExpiredLeases);
+        the fleet view (``self.fleet``, the Prometheus gauges) is what the scan left, with what
+        it took counted as this worker's."""
+        self.metrics.add("unclaimed_leases",
+                         balance.fleet(self.me, found, self.observations, now, self.config.lease).unclaimed)
+        observations = balance.observe(self.observations, left.values(), now)
+        self.fleet = fleet = balance.fleet(self.me, left, observations, now, self.config.lease)
+        self.metrics.add("total_leases", fleet.total_leases)
+        self.metrics.add("total_shards", fleet.open_leases)
+        self.metrics.add("workers", len(fleet.worker_leases))
+        for worker, count in fleet.worker_leases.items():
+            self.metrics.add("worker_leases", count, worker)
 
     def _take(self, lease: Lease, what: str) -> bool:
         try:
@@ -228,6 +266,7 @@ class LeaseCoordinator:
             return False
         self.log.info("%s, checkpoint %s", what, taken.checkpoint)
         self.held[lease.key] = Held(taken, self.clock())
+        self.metrics.add("leases_taken", 1)
         return True
 
     def _ask_handoff(self, lease: Lease) -> None:
@@ -241,6 +280,7 @@ class LeaseCoordinator:
             return
         now = self.clock()
         self.incoming[lease.key] = Incoming(started, now, now)
+        self.metrics.add("leases_stolen", 1)
         self.log.info("asked %s to hand lease %s over", lease.owner, lease.key)
 
     # -- giving leases up -------------------------------------------------------------
@@ -262,6 +302,7 @@ class LeaseCoordinator:
         cooldown = max(GIVE_UP_COOLDOWN_S, 2 * self.config.lease.take_interval_s)
         self.avoid[key] = self.clock() + cooldown
         self.held.pop(key, None)
+        self.metrics.add("leases_released", 1)
         try:
             self.table.release(key, self.me)
         except DependencyError as exc:
@@ -271,6 +312,7 @@ class LeaseCoordinator:
     def drop(self, key: str, why: str) -> None:
         """Forget a lease that is no longer ours (no write: someone else has it)."""
         if self.held.pop(key, None) is not None:
+            self.metrics.add("leases_lost", 1)
             self.log.warning("lost lease %s: %s", key, why)
         self.handing_off.pop(key, None)
 
@@ -291,6 +333,7 @@ class LeaseCoordinator:
                     self.finish_handoff(key)
                 elif self.table.release(key, self.me):
                     released.append(key)
+                    self.metrics.add("leases_released", 1)
             except DependencyError as exc:
                 self.log.warning("releasing lease %s failed (%s); it will expire instead", key, exc)
         for key, waiting in self.incoming.items():

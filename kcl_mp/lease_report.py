@@ -1,12 +1,16 @@
 """``kcl-mp leases``: the lease table as an operator wants to read it.
 
     kcl-mp leases --properties app.properties [--json] [--wait SECONDS]
+    kcl-mp leases --properties app.properties --watch [SECONDS] [--count N]
 
 Leases per worker and the spread; each lease's owner, counter, checkpoint, parents and
 state. The table holds no timestamps, so (like a worker) the command times the counters
 itself: it scans twice, failoverTimeMillis apart by default, and calls a lease expired
-when its counter did not move in between. ``--wait 0`` scans once and says that expiry
-was not measured. ``summarize`` is pure; ``main`` does the I/O.
+when its counter did not move for that long. ``--wait 0`` scans once and says that expiry
+was not measured. ``--watch`` redraws the view every few seconds for a person at a
+terminal, marking what changed since the last view (a new owner, a checkpoint that moved);
+expiry is measured once it has watched for failoverTimeMillis. ``summarize`` and
+``changes`` are pure; ``main`` does the I/O.
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from datetime import datetime
+from typing import Mapping, Sequence
 
 import orjson
 
-from .config import load_config
+from .balance import is_expired, observe
+from .config import Config, load_config
 from .credentials import client as aws_client
 from .errors import KclMpError
 from .lease import Lease
@@ -56,14 +62,21 @@ def summarize(table: str, before: Sequence[Lease], after: Sequence[Lease], watch
     """One report from two scans ``watched_s`` apart (the same scan twice when 0)."""
     counters = {lease.key: lease.counter for lease in before}
     measured = watched_s >= failover_s
-    by_key = {lease.key: lease for lease in after}
+    stale = {lease.key for lease in after if measured and counters.get(lease.key) == lease.counter}
+    return report(table, after, stale, watched_s if measured else 0.0)
+
+
+def report(table: str, leases: Sequence[Lease], expired: set[str], watched_s: float) -> Report:
+    """The report of one scan; ``expired``: owned leases whose counter stood still for
+    failoverTimeMillis (``watched_s`` 0: not measured)."""
+    by_key = {lease.key: lease for lease in leases}
     rows = []
-    for lease in sorted(after, key=lambda item: item.key):
+    for lease in sorted(leases, key=lambda item: item.key):
         if lease.is_shard_end:
             state = "finished"
         elif not lease.owner:
             state = "unowned"
-        elif measured and counters.get(lease.key) == lease.counter:
+        elif lease.key in expired:
             state = "expired"
         elif lease.checkpoint_owner:
             state = f"handoff {lease.checkpoint_owner} -> {lease.owner}"
@@ -79,7 +92,7 @@ def summarize(table: str, before: Sequence[Lease], after: Sequence[Lease], watch
     states = Counter("handoff" if row.state.startswith("handoff") else row.state for row in rows)
     return Report(
         table=table,
-        watched_s=watched_s if measured else 0.0,
+        watched_s=watched_s,
         workers=workers,
         spread=(max(counts.values()) - min(counts.values())) if counts else None,
         unowned=states["unowned"],
@@ -90,7 +103,28 @@ def summarize(table: str, before: Sequence[Lease], after: Sequence[Lease], watch
     )
 
 
-def render(report: Report) -> str:
+def changes(before: Report | None, after: Report) -> dict[str, str]:
+    """What moved between two views, per lease: for the ``--watch`` display."""
+    if before is None:
+        return {}
+    rows = {row.key: row for row in before.leases}
+    out = {}
+    for row in after.leases:
+        old = rows.get(row.key)
+        if old is None:
+            out[row.key] = "new lease"
+        elif old.owner != row.owner:
+            out[row.key] = f"owner was {old.owner or '-'}"
+        elif old.state != row.state:
+            out[row.key] = f"was {old.state}"
+        elif old.checkpoint != row.checkpoint:
+            out[row.key] = "checkpointed"
+    for key in rows.keys() - {row.key for row in after.leases}:
+        out[key] = "deleted"
+    return out
+
+
+def render(report: Report, moved: Mapping[str, str] | None = None) -> str:
     active = len(report.leases) - report.finished
     spread = "-" if report.spread is None else str(report.spread)
     lines = [f"lease table {report.table}: {len(report.leases)} leases ({active} active, {report.finished} "
@@ -102,8 +136,11 @@ def render(report: Report) -> str:
     lines.append(f"unowned: {report.unowned}   expired: {expired}   handoffs in progress: {report.handoffs}")
     lines.append(f"{'lease':<28} {'owner':<28} {'counter':>8}  {'checkpoint':<28} {'parents':<28} state")
     for row in report.leases:
+        note = f"   <- {moved[row.key]}" if moved and row.key in moved else ""
         lines.append(f"{row.key:<28} {row.owner or '-':<28} {row.counter:>8}  {row.checkpoint or '-':<28} "
-                     f"{','.join(row.parents) or '-':<28} {row.state}")
+                     f"{','.join(row.parents) or '-':<28} {row.state}{note}")
+    for key in sorted(k for k, why in (moved or {}).items() if why == "deleted"):
+        lines.append(f"{key:<28} (deleted since the last view)")
     return "\n".join(lines)
 
 
@@ -113,10 +150,17 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--wait", type=float, metavar="SECONDS",
                    help="watch the counters this long to find expired leases (default: failoverTimeMillis; 0: do not)")
+    p.add_argument("--watch", type=float, nargs="?", const=2.0, metavar="SECONDS",
+                   help="redraw the view every SECONDS (default 2) until Ctrl-C, marking what changed")
+    p.add_argument("--count", type=int, metavar="N", help="with --watch: stop after N views")
     args = p.parse_args(argv)
+    if args.watch is not None and args.watch <= 0:
+        p.error("--watch: the interval must be more than 0 seconds")
     try:
         config = load_config(args.properties)
         table = LeaseTable(aws_client("dynamodb", config.dynamodb), config.lease.table_name)
+        if args.watch is not None:
+            return watch(config, table, args.watch, args.count, args.json)
         failover_s = config.lease.failover_time_ms / 1000.0
         wait_s = failover_s + 0.1 if args.wait is None else max(0.0, args.wait)
         before = table.list_leases()
@@ -126,13 +170,53 @@ def main(argv: Sequence[str]) -> int:
                   file=sys.stderr, flush=True)
             time.sleep(wait_s)
             after = table.list_leases()
-        report = summarize(config.lease.table_name, before, after, wait_s, failover_s)
+        shown = summarize(config.lease.table_name, before, after, wait_s, failover_s)
     except KclMpError as exc:
         from .cli import fail
 
         return fail(exc)
     if args.json:
-        sys.stdout.buffer.write(orjson.dumps(asdict(report), option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.write(orjson.dumps(asdict(shown), option=orjson.OPT_INDENT_2) + b"\n")
     else:
-        print(render(report))
+        print(render(shown))
+    return 0
+
+
+def watch(config: Config, table: LeaseTable, every_s: float, count: int | None, as_json: bool) -> int:
+    """Redraw the view every ``every_s`` (clearing a terminal; one view after another
+    otherwise) until Ctrl-C or ``count`` views. A failed scan is shown and retried."""
+    failover_s = config.lease.failover_time_ms / 1000.0
+    clear = sys.stdout.isatty() and not as_json
+    observations: dict = {}
+    started = time.monotonic()
+    previous: Report | None = None
+    views = 0
+    try:
+        while count is None or views < count:  # ends with Ctrl-C, or after --count views
+            if views:
+                time.sleep(every_s)
+            views += 1
+            now = time.monotonic()
+            try:
+                leases = table.list_leases()
+            except KclMpError as exc:
+                print(f"{datetime.now():%H:%M:%S} scan failed: {exc}; retrying in {every_s:.0f} s", flush=True)
+                continue
+            observations = observe(observations, leases, now)
+            watched = now - started
+            measured = watched >= failover_s
+            expired = {lease.key for lease in leases if lease.owner and measured
+                       and is_expired(lease, observations.get(lease.key), now, failover_s)}
+            current = report(config.lease.table_name, leases, expired, watched if measured else 0.0)
+            moved = changes(previous, current)
+            previous = current
+            if as_json:
+                sys.stdout.buffer.write(orjson.dumps({**asdict(current), "changes": moved}) + b"\n")
+                sys.stdout.flush()
+                continue
+            header = (f"{datetime.now():%H:%M:%S}  every {every_s:g} s, Ctrl-C to stop"
+                      + ("" if measured else f"  (expiry measured after {failover_s:.0f} s of watching)"))
+            print(("\x1b[H\x1b[2J" if clear else "\n") + header + "\n" + render(current, moved), flush=True)
+    except KeyboardInterrupt:
+        pass
     return 0

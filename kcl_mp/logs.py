@@ -2,17 +2,47 @@
 
 Text lines read ``time level worker=... shard=... message``; ``--log-format json`` writes
 one JSON object a line (``ts, level, logger, worker, shard, pid, msg``).
+
+No credentials in logs: kcl-mp never formats them into a message, and as a second line of
+defence every line is scrubbed of the AWS keys in this process's environment (a processor
+that prints its environment to stderr is logged without them). Python warnings go through
+logging too, so with ``--log-format json`` every line kcl-mp writes is JSON.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Any, MutableMapping
 
 import orjson
 
 _WORKER = "-"
+SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ACCESS_KEY_ID")
+REDACTED = "[redacted]"
+MIN_SECRET_LEN = 8  # shorter values (test placeholders like "x") would blank out ordinary words
+
+
+def secrets_of(environ: dict[str, str]) -> tuple[str, ...]:
+    """The credential values to scrub from log lines, longest first."""
+    found = {environ[name] for name in SECRET_ENV if len(environ.get(name, "")) >= MIN_SECRET_LEN}
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+class _Scrubbed(logging.Formatter):
+    """Formats with ``inner``, then removes every secret from the line."""
+
+    def __init__(self, inner: logging.Formatter, secrets: tuple[str, ...]):
+        super().__init__()
+        self.inner, self.secrets = inner, secrets
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = self.inner.format(record)
+        for secret in self.secrets:
+            if secret in line:
+                line = line.replace(secret, REDACTED)
+        return line
 
 
 class _Context(logging.Filter):
@@ -59,15 +89,13 @@ def setup(level: str = "INFO", fmt: str = "text", worker_id: str = "-") -> None:
     _WORKER = worker_id
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(_Context())
-    if fmt == "json":
-        handler.setFormatter(_Json())
-    else:
-        handler.setFormatter(
-            logging.Formatter(
-                "%(asctime)s.%(msecs)03d %(levelname)-7s worker=%(worker)s shard=%(shard)s %(message)s",
-                "%Y-%m-%dT%H:%M:%S",
-            )
-        )
+    formatter: logging.Formatter = _Json() if fmt == "json" else logging.Formatter(
+        "%(asctime)s.%(msecs)03d %(levelname)-7s worker=%(worker)s shard=%(shard)s %(message)s",
+        "%Y-%m-%dT%H:%M:%S",
+    )
+    secrets = secrets_of(dict(os.environ))
+    handler.setFormatter(_Scrubbed(formatter, secrets) if secrets else formatter)
+    logging.captureWarnings(True)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -14,7 +14,8 @@ Control channel (a duplex pipe), supervisor -> worker:
 
 worker -> supervisor:
 
-    ("progress", records_delivered, last_checkpoint, millis_behind_latest)   at most 1/s
+    ("progress", records_delivered, last_checkpoint, millis_behind_latest, samples)   at most
+                           1/s; samples: the metrics recorded since (``metrics.encode_samples``)
     ("shutdown_ready", last_checkpoint)
     ("children", child_shards)   the shard is read to its end: ChildShards (ListShards-like
                                  dicts, maybe empty), sent before the processor hears of it
@@ -48,6 +49,7 @@ from .errors import KclMpError, ProcessorError, ProcessorStartError
 from .fetcher import Fetched, Fetcher, FetchFailed, ShardEnded
 from .lease import ExtendedSequenceNumber
 from .lease_table import LeaseTable
+from .metrics import Recorder, encode_samples
 from .resources import MB, Sampler
 from .wire import make_batch
 
@@ -106,6 +108,7 @@ class ShardWorker:
         self.delivered = 0
         self.last_progress = 0.0
         self.millis_behind: int | None = None
+        self.metrics = Recorder()
         self._send_lock = threading.Lock()  # the sampler thread reports too
 
     def send(self, *message: Any) -> None:
@@ -120,10 +123,18 @@ class ShardWorker:
         table = LeaseTable(aws_client("dynamodb", config.dynamodb), config.lease.table_name)
         shard_id = self.spec.shard_id
         owner = config.worker_id
+
+        def checkpoint(position: ExtendedSequenceNumber) -> Any:
+            started = time.monotonic()
+            try:
+                return table.checkpoint(shard_id, owner, position)
+            finally:
+                self.metrics.add("checkpoint_time", time.monotonic() - started, shard_id)
+
         child = ProcessorChild(
             config.processor.command,
             shard_id,
-            lambda position: table.checkpoint(shard_id, owner, position),
+            checkpoint,
             timeout_s=config.processor.timeout_s,
             log=self.log,
         )
@@ -174,6 +185,7 @@ class ShardWorker:
             fetcher.stop()
             code = child.close(grace_s)
             self.log.info("processor exited with status %s", code)
+            self._progress(child, force=True)  # the last figures
 
     def _loop(self, child: ProcessorChild, fetcher: Fetcher) -> int:
         while True:
@@ -190,9 +202,9 @@ class ShardWorker:
                 self._progress(child)
                 continue
             if isinstance(item, Fetched):
+                started = time.monotonic()
                 child.process_records(item.batch)
-                self.delivered += item.count
-                self.millis_behind = item.millis_behind_latest
+                self._record(item, time.monotonic() - started)
                 self._progress(child)
                 if child.lease_moved:
                     fetcher.stop()
@@ -204,6 +216,16 @@ class ShardWorker:
                 return self._shard_end(child)
             elif isinstance(item, FetchFailed):
                 raise item.error
+
+    def _record(self, item: Fetched, seconds: float) -> None:
+        shard_id = self.spec.shard_id
+        self.delivered += item.count
+        self.millis_behind = item.millis_behind_latest
+        self.metrics.add("records", item.count, shard_id)
+        self.metrics.add("bytes", item.data_bytes, shard_id)
+        self.metrics.add("process_time", seconds, shard_id)
+        if item.millis_behind_latest is not None:
+            self.metrics.add("millis_behind_latest", item.millis_behind_latest, shard_id)
 
     def _control(self, timeout: float) -> str | None:
         try:
@@ -217,7 +239,8 @@ class ShardWorker:
         now = time.monotonic()
         if force or now - self.last_progress >= PROGRESS_EVERY_S:
             self.last_progress = now
-            self.send("progress", self.delivered, str(child.last_checkpoint), self.millis_behind)
+            self.send("progress", self.delivered, str(child.last_checkpoint), self.millis_behind,
+                      encode_samples(self.metrics.drain()))
 
     def _shutdown(self, child: ProcessorChild) -> int:
         child.shutdown_requested()

@@ -45,9 +45,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import multiprocess
+import orjson
 from multiprocess.connection import wait as wait_for
 
-from . import shard_worker
+from . import metrics_process, shard_worker
 from .backoff import Backoff
 from .config import Config
 from .credentials import client as aws_client
@@ -55,12 +56,14 @@ from .lease import ExtendedSequenceNumber
 from .lease_coordinator import LeaseCoordinator, Renewal
 from .lease_table import LeaseTable
 from .logs import ShardLog
+from .metrics import Recorder, decode_samples, encode_samples
 from .progress import ShardProgress, render
 from .resources import MB, Usage
 
 RESTART_BACKOFF = Backoff(base_s=1.0, cap_s=60.0)
 HEALTHY_AFTER_S = 60.0  # a worker that ran this long resets its restart count
 USAGE_LOG_S = 60.0  # how often the processors' CPU and memory are logged
+METRICS_EVERY_S = 1.0  # how often the metrics process gets what was recorded
 LEASE_LOST_WAIT_S = 30.0  # how long a worker may take to finish after leaseLost
 
 
@@ -97,8 +100,13 @@ class Supervisor:
     def __post_init__(self) -> None:
         self.log = ShardLog(logging.getLogger("kcl_mp.supervisor"), self.config.worker_id)
         self.table = LeaseTable(aws_client("dynamodb", self.config.dynamodb), self.config.lease.table_name)
+        metrics = self.config.metrics
+        self.metrics = Recorder(enabled=metrics.level != "NONE" or metrics.port is not None)
         self.leases = LeaseCoordinator(self.config, self.table, aws_client("kinesis", self.config.kinesis),
-                                       self.log, self.clock, self.rng)
+                                       self.log, self.clock, self.rng, metrics=self.metrics)
+        self.metrics_link: metrics_process.Link | None = None
+        self.loop_lag_s = 0.0
+        self.started_at = self.clock()
         self.workers: dict[str, Worker] = {}
         self.restarts: dict[str, Restart] = {}
         self.waiting: dict[str, tuple[str, ...]] = {}  # held leases whose parents have not finished
@@ -135,6 +143,8 @@ class Supervisor:
     # -- the loop ---------------------------------------------------------------------
 
     def run(self) -> int:
+        if self.metrics.enabled:  # first: it must be forked before any thread or worker exists
+            self.metrics_link = metrics_process.start(self.config, self.log_level, self.log_format)
         self._install_signals()
         lease_settings = self.config.lease
         self.log.info(
@@ -152,7 +162,7 @@ class Supervisor:
         due = self.due
         due.update(renew=now + lease_settings.renew_interval_s, scan=now, sync=now + sync_interval_s,
                    parents=now + lease_settings.parent_shard_poll_interval_ms / 1000.0, usage=now + USAGE_LOG_S,
-                   progress=now + (self.progress_every_s or 0))
+                   progress=now + (self.progress_every_s or 0), metrics=now)
         if not (lease_settings.skip_shard_sync_at_startup_if_leases_exist and leases):
             self._after_sync(self.leases.sync_shards(self.leases.last_seen, "start-up"), now)
         self.leases.adopt_own_leases(leases)
@@ -171,6 +181,8 @@ class Supervisor:
                 break
             now = self.clock()
             if now >= due["renew"]:
+                self.loop_lag_s = now - due["renew"]
+                self.metrics.add("loop_lag", self.loop_lag_s)
                 self.handle_renewal(self.leases.renew())
                 due["renew"] = now + lease_settings.renew_interval_s
             if now >= due["scan"]:
@@ -184,6 +196,9 @@ class Supervisor:
             if now >= due["usage"]:
                 self.log_usage()
                 due["usage"] = now + USAGE_LOG_S
+            if self.metrics_link is not None and now >= due["metrics"]:
+                self.ship_metrics()
+                due["metrics"] = now + METRICS_EVERY_S
             self.reap_workers()
             self.spawn_workers()
             if self.progress_every_s and now >= due["progress"]:
@@ -225,6 +240,7 @@ class Supervisor:
             kind = message[0]
             if kind == "progress":
                 worker.progress.update(message[1], message[2], message[3])
+                self.metrics.merge(decode_samples(message[4]))
             elif kind == "shutdown_ready":
                 worker.shutdown_ready = True
                 worker.progress.checkpoint = message[1]
@@ -245,6 +261,8 @@ class Supervisor:
                 worker.failure = message[1]
             elif kind == "usage":
                 worker.usage = Usage(message[1], message[2])
+                self.metrics.add("processor_cpu", worker.usage.cpu_percent, worker.key)
+                self.metrics.add("processor_rss", worker.usage.rss_bytes, worker.key)
 
     def handle_signals(self) -> None:
         while self.signals:
@@ -390,6 +408,7 @@ class Supervisor:
         delay = RESTART_BACKOFF.next_delay(restart.attempts - 1, self.rng)
         restart.not_before = now + delay
         self.counters["processor_restarts"] += 1
+        self.metrics.add("processor_restarts", 1, key)
         self.log.error("shard %s: %s; restart %d of %d in %.1f s from the last checkpoint", key, why,
                        restart.attempts, limit, delay)
 
@@ -407,6 +426,35 @@ class Supervisor:
         restarts = self.counters["processor_restarts"]
         self.log.info("processors: %d sampled, cpu %.0f %% and rss %.0f MB in all; largest %s (%s); "
                       "%d restarts so far", len(sampled), cpu, rss / MB, key, largest, restarts)
+
+    def ship_metrics(self) -> None:
+        """Send what was recorded, with the current gauges, to the metrics process. If the
+        last line is still in the pipe, keep recording into the same statistic sets."""
+        link = self.metrics_link
+        if link is None or not link.idle():
+            return
+        now = self.clock()
+        workers = self.workers.values()
+        fleet = self.leases.fleet
+        gauges: dict[str, dict[str, float]] = {
+            "leases_held": {"": len(self.leases.held)},
+            "loop_lag": {"": self.loop_lag_s},
+            "millis_behind_latest": {w.key: w.progress.millis_behind_latest for w in workers
+                                     if w.progress.millis_behind_latest is not None},
+            "processor_cpu": {w.key: w.usage.cpu_percent for w in workers if w.usage is not None},
+            "processor_rss": {w.key: w.usage.rss_bytes for w in workers if w.usage is not None},
+        }
+        if fleet is not None:
+            gauges.update(total_leases={"": fleet.total_leases}, total_shards={"": fleet.open_leases},
+                          unclaimed_leases={"": fleet.unclaimed}, workers={"": len(fleet.worker_leases)},
+                          worker_leases=fleet.worker_leases)
+        renewed_at = self.leases.renewed_all_at
+        state = {"held": len(self.leases.held), "workers_running": len(self.workers),
+                 "renewed_s_ago": round(now - (renewed_at if renewed_at is not None else self.started_at), 3),
+                 "failover_s": self.config.lease.failover_time_ms / 1000.0, "loop_lag_s": round(self.loop_lag_s, 3),
+                 "stopping": self.stopping}
+        link.send(orjson.dumps({"samples": encode_samples(self.metrics.drain()), "gauges": gauges,
+                                "state": state, "leases": sorted(self.leases.held)}) + b"\n")
 
     def show_progress(self) -> None:
         print(render([w.progress for w in self.workers.values()], len(self.leases.held), self.clock()), flush=True)
@@ -431,6 +479,7 @@ class Supervisor:
             if self.clock() >= next_renew:  # keep the leases while processors checkpoint
                 self.handle_renewal(self.leases.renew())
                 next_renew = self.clock() + self.config.lease.renew_interval_s
+            self.ship_metrics()  # /healthz stays fresh while processors checkpoint
         for key in self.leases.release_all():
             self.log.info("released lease %s (checkpoint %s)", key,
                           self.workers[key].progress.checkpoint if key in self.workers else "-")
@@ -448,6 +497,10 @@ class Supervisor:
             if worker.process.is_alive():
                 worker.process.kill()
                 worker.process.join(5.0)
+        if self.metrics_link is not None:
+            self.metrics_link.flush(2.0)
+            self.ship_metrics()  # the last figures; then the metrics process publishes them and ends
+            self.metrics_link.close()
         self.log.info("stopped")
         return self.exit_code
 

@@ -116,3 +116,33 @@ def test_leases_report_reads_the_table(tmp_path, moto_url, dynamodb, unique_name
     assert "4 leases (4 active, 0 finished) on 2 workers; spread 1" in text.stdout, text.stdout + text.stderr
     missing = kcl_mp("leases", "--properties", str(props), "--wait", "0", "--set", "x=y")
     assert missing.returncode == 2
+
+
+def test_leases_watch_redraws_and_marks_what_moved(tmp_path, moto_url, dynamodb, unique_name):
+    app = unique_name + "-app"
+    table = LeaseTable(dynamodb, app)
+    table.ensure_table()
+    for i, owner in enumerate(["host-a", "host-b"]):
+        table.create_if_absent(Lease(f"shardId-{i:012d}", owner, 1, ExtendedSequenceNumber("TRIM_HORIZON")))
+    props = write_properties(tmp_path / "app.properties",
+                             **base_properties(moto_url, unique_name, app, "true", failoverTimeMillis=1000))
+    watcher = subprocess.Popen([sys.executable, "-m", "kcl_mp", "leases", "--properties", str(props), "--watch",
+                                "0.5", "--count", "6", "--json"], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        first = json.loads(watcher.stdout.readline())
+        assert first["workers"] == {"host-a": 1, "host-b": 1} and first["changes"] == {}
+        lease = table.get("shardId-000000000000")
+        assert table.take(lease, "host-b") is not None  # host-b takes host-a's lease
+        views = [first] + [json.loads(line) for line in watcher.stdout]
+        assert watcher.wait(30) == 0, watcher.stderr.read()
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait(10)
+    assert len(views) == 6
+    moved = [view["changes"] for view in views if view["changes"]]
+    assert {"shardId-000000000000": "owner was host-a"} in moved, moved
+    assert views[-1]["workers"] == {} and views[-1]["expired"] == 2, "no counter moved for failoverTimeMillis"
+    text = kcl_mp("leases", "--properties", str(props), "--watch", "0.2", "--count", "2")
+    assert text.returncode == 0 and text.stdout.count("every 0.2 s, Ctrl-C to stop") == 2, text.stdout + text.stderr

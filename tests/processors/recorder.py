@@ -8,6 +8,8 @@ record of the batch), and on shutdownRequested and shardEnded. ``$RECORDER_BATCH
 makes each processRecords take that long (a busy processor). ``$RECORDER_SHARD_END_REFUSALS``
 = N: the first N shardEnded of each shard are answered without a checkpoint (a processor
 that forgets to checkpoint at shard end). ``$RECORDER_FAULT``: see ``_fault``.
+``$RECORDER_STDERR_ENV`` = NAME: write that environment variable to stderr at initialize (a
+careless processor printing its credentials; the daemon's logs must not show them).
 """
 
 import json
@@ -50,6 +52,9 @@ class Recorder(processor.RecordProcessorBase):
     def initialize(self, initialize_input):
         path = os.path.join(os.environ["RECORDER_DIR"], f"{initialize_input.shard_id}.{os.getpid()}.jsonl")
         self.out = open(path, "a")
+        if os.environ.get("RECORDER_STDERR_ENV"):
+            name = os.environ["RECORDER_STDERR_ENV"]
+            print(f"{name}={os.environ.get(name)}", file=sys.stderr, flush=True)
         self._write({"event": "initialize", "shard": initialize_input.shard_id,
                      "seq": initialize_input.sequence_number, "sub": initialize_input.sub_sequence_number})
 

@@ -116,6 +116,8 @@ def test_stream_arn_gives_the_stream_name(tmp_path) -> None:
         ("streamArn", "arn:aws:kinesis:us-east-1:1:stream/x", "expected arn:aws:kinesis"),
         ("retrievalMode", "STREAMING", "expected one of DEFAULT, POLLING, FANOUT"),
         ("timeoutInSeconds", "0", "expected an integer between 1 and 2147483647"),
+        ("metricsEnabledDimensions", "Operation,Shard", "unknown dimension Shard; expected some of ALL, Operation"),
+        ("kclmp.metricsPort", "70000", "expected an integer between 0 and 65535"),
     ],
 )
 def test_invalid_value_names_key_value_file_and_line(tmp_path, key: str, value: str, expected: str) -> None:
@@ -153,6 +155,8 @@ def test_invalid_override_names_the_set_option(tmp_path) -> None:
         ("processingLanguage", "python/3.8", "processor.processing_language", "python/3.8"),
         ("fanoutConfig.consumerName", "c", "retrieval.consumer_name", "c"),
         ("pollingConfig.maxRecords", "5", "retrieval.max_records", 5),
+        ("kclmp.metricsPort", "9464", "metrics.port", 9464),
+        ("kclmp.metricsAddress", "127.0.0.1", "metrics.address", "127.0.0.1"),
     ],
 )
 def test_values_are_honoured(tmp_path, key: str, value: str, field: str, expected: Any) -> None:

@@ -40,3 +40,20 @@ def test_a_child_waiting_for_its_parents_says_so() -> None:
               Lease("c", "B", 3, parent_shard_ids=("p", "q")), Lease("d", "B", 3, parent_shard_ids=("q",))]
     states = {row.key: row.state for row in summarize("app", leases, leases, 0.0, 10.0).leases}
     assert states == {"p": "held", "q": "finished", "c": "held, waits for its parents", "d": "held"}
+
+
+def test_changes_between_two_views_name_what_moved():
+    from kcl_mp.lease import ExtendedSequenceNumber
+    from kcl_mp.lease_report import changes, report
+
+    before = report("app", [Lease("a", owner="w1", counter=1), Lease("b", owner="w1", counter=1),
+                            Lease("c", owner="w2", counter=1, checkpoint=ExtendedSequenceNumber("5")),
+                            Lease("d", owner="w2", counter=1)], set(), 0.0)
+    after = report("app", [Lease("a", owner="w2", counter=2), Lease("b", owner="w1", counter=2),
+                           Lease("c", owner="w2", counter=2, checkpoint=ExtendedSequenceNumber("9")),
+                           Lease("e", owner=None)], set(), 0.0)
+    moved = changes(before, after)
+    assert moved == {"a": "owner was w1", "c": "checkpointed", "e": "new lease", "d": "deleted"}
+    assert changes(None, after) == {}
+    text = render(after, moved)
+    assert "<- owner was w1" in text and "d" in text and "(deleted since the last view)" in text
