@@ -1,8 +1,8 @@
 """The lease coordinator: the supervisor's side of the lease table.
 
 It renews what this worker holds, scans the table to take and steal (``balance`` decides,
-this module writes), runs the KCL 3.x graceful handoff in both directions, and creates
-leases for new shards. It never touches processes: it reports what changed and the
+this module writes), runs the KCL 3.x graceful handoff in both directions, and keeps the
+table in step with the stream's shards (``shard_sync_io``). It never touches processes: it reports what changed and the
 supervisor starts, stops or warns shard workers accordingly.
 
 A steal is a handoff, so a planned rebalance re-delivers nothing::
@@ -23,21 +23,18 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
-from . import balance, shard_sync
-from .aws import AWS_ERRORS, error_code, translate
-from .config import Config, InitialPosition
+from . import balance
+from .config import Config
 from .errors import DependencyError
-from .lease import AT_TIMESTAMP, LATEST, SHARD_END, ExtendedSequenceNumber, Lease
+from .lease import SHARD_END, ExtendedSequenceNumber, Lease
 from .lease_table import LeaseTable
 from .logs import ShardLog
 from .metrics import Recorder
-from .shard_sync import Shard
+from .shard_sync_io import ShardSyncing
 
 
-LIST_SHARDS_PAGE = 1000  # ListShards' own default page size, stated
 GIVE_UP_COOLDOWN_S = 60.0
 
 
@@ -68,7 +65,7 @@ class Renewal:
 
 
 @dataclass
-class LeaseCoordinator:
+class LeaseCoordinator(ShardSyncing):
     config: Config
     table: LeaseTable
     kinesis: Any
@@ -353,156 +350,3 @@ class LeaseCoordinator:
             return
         if current is not None and current.holder == self.me and key in self.held:
             self.held[key] = Held(current, self.held[key].renewed_at)
-
-    # -- shard sync -------------------------------------------------------------------
-    #
-    # No leader: every host audits its last scan every shardSyncIntervalMillis (no API call)
-    # and lists the shards only when the audit finds something the table does not account
-    # for; the first host to act fixes the table and the others' next scan shows it. The host
-    # where a shard ends creates that shard's children itself, from ChildShards. All writes
-    # are conditional, so two hosts acting at once is harmless. docs/resharding.md says why.
-
-    def sync_shards(self, leases: Mapping[str, Lease], why: str) -> bool:
-        """ListShards, create the leases the hierarchy rules ask for, delete finished ones.
-
-        False if the listing failed (the caller retries after listShardsBackoffTimeInMillis).
-        """
-        initial = self.config.initial_position
-        try:
-            if leases:
-                shards = self.list_shards()
-                plan = shard_sync.plan_new_leases(shards, leases, initial)
-            else:
-                shards = self.list_shards(_shard_filter(initial))
-                plan = shard_sync.plan_initial_leases(shards, initial)
-        except DependencyError as exc:
-            self.log.warning("shard sync (%s) failed: %s", why, exc)
-            return False
-        created = self._create(plan.create)
-        self.log.info("shard sync (%s): %d shards listed, %d leases created%s", why, len(shards), created,
-                      f" ({len(plan.create) - created} created by another host meanwhile)" if created < len(plan.create)
-                      else "")
-        if plan.inconsistent:
-            log = self.log.debug if self.config.lease.ignore_unexpected_child_shards else self.log.warning
-            log("shards %s are listed while a parent is still open (a reshard in progress): no lease for them yet",
-                ", ".join(plan.inconsistent))
-        if leases:
-            self.clean_up(leases, shards)
-        return True
-
-    def audit(self) -> bool:
-        """Every shardSyncIntervalMillis: clean up, and sync only if the table has a gap in
-        two audits running (a scan can catch a shard end between its SHARD_END checkpoint
-        and its children's creation; Java's auditor also waits for a confirmation)."""
-        self.clean_up(self.last_seen, None)
-        reason = shard_sync.audit(self.last_seen)
-        seen_before, self.gap_seen = self.gap_seen, reason is not None
-        if reason is None:
-            self.log.debug("shard sync not needed: the leases cover the key space")
-            return True
-        if not seen_before and self.last_seen:
-            self.log.info("the lease table has a gap (%s); syncing shards if the next audit still finds one", reason)
-            return True
-        return self.sync_shards(self.last_seen, reason)
-
-    def create_children(self, key: str, children: Sequence[Mapping[str, Any]]) -> bool:
-        """Shard ``key`` was read to its end here: record its children in its lease and create
-        their leases. False without ChildShards (the caller syncs instead)."""
-        if not children:
-            return False
-        shards = [Shard.from_child(child) for child in children]
-        try:
-            self.table.add_child_shards(key, [shard.shard_id for shard in shards])
-        except DependencyError as exc:
-            self.log.warning("recording the children of %s failed: %s", key, exc)
-        plan = shard_sync.plan_child_leases(shards, self.last_seen, ended=key)
-        deferred = sorted({shard.shard_id for shard in shards} - {lease.key for lease in plan} - set(self.last_seen))
-        if deferred:
-            self.log.info("children %s of %s wait for the shard sync (another parent has no lease yet)",
-                          ", ".join(deferred), key)
-        self._create(plan)
-        return True
-
-    def waiting_for(self, key: str) -> list[str]:
-        """The parents a held lease still waits for (their leases exist and are not at SHARD_END)."""
-        held = self.held.get(key)
-        return shard_sync.unfinished_parents(held.lease, self.last_seen) if held else []
-
-    def poll_parents(self, keys: Iterable[str]) -> None:
-        """Re-read the leases of parents someone waits for (parentShardPollIntervalMillis)."""
-        for key in keys:
-            try:
-                current = self.table.get(key)
-            except DependencyError as exc:
-                self.log.warning("reading parent lease %s failed: %s", key, exc)
-                continue
-            if current is None:
-                self.last_seen.pop(key, None)
-            else:
-                self.last_seen[key] = current
-
-    def clean_up(self, leases: Mapping[str, Lease], shards: Iterable[Shard] | None) -> None:
-        """Delete finished leases whose children are being processed (cleanupLeasesUponShardCompletion).
-
-        A live owner cleans up its own; anyone cleans up after a dead or unknown one."""
-        if not self.config.lease.cleanup_leases_upon_shard_completion:
-            return
-        for key in shard_sync.plan_cleanup(leases, shards):
-            owner = leases[key].owner
-            if owner and owner != self.me and owner in self.live_workers:
-                continue
-            try:
-                deleted = self.table.delete_finished(key)
-            except DependencyError as exc:
-                self.log.warning("deleting finished lease %s failed: %s", key, exc)
-                continue
-            self.last_seen.pop(key, None)
-            if deleted:
-                self.log.info("deleted lease %s: its shard is finished and its children are being processed", key)
-
-    def _create(self, leases: Iterable[Lease]) -> int:
-        """Create each lease unless it exists; how many this call created."""
-        count = 0
-        for lease in leases:
-            try:
-                created = self.table.create_if_absent(lease)
-            except DependencyError as exc:
-                self.log.warning("creating lease %s failed: %s", lease.key, exc)
-                continue
-            if created:
-                count += 1
-                self.last_seen[lease.key] = lease
-                parents = f" (parents {', '.join(lease.parent_shard_ids)})" if lease.parent_shard_ids else ""
-                self.log.info("created lease %s at %s%s", lease.key, lease.checkpoint, parents)
-        return count
-
-    def list_shards(self, shard_filter: Mapping[str, Any] | None = None) -> list[Shard]:
-        """Every page of ListShards. An expired NextToken restarts the listing (bounded)."""
-        first: dict[str, Any] = {"StreamName": self.config.stream_name, "MaxResults": LIST_SHARDS_PAGE}
-        if shard_filter:
-            first["ShardFilter"] = dict(shard_filter)
-        for _ in range(3):
-            shards: list[Shard] = []
-            kwargs = first
-            for _ in range(10_000):  # bounded paging
-                try:
-                    page = self.kinesis.list_shards(**kwargs)
-                except AWS_ERRORS as exc:
-                    if error_code(exc) == "ExpiredNextTokenException":
-                        break
-                    raise translate(exc, f"ListShards on {self.config.stream_name}") from exc
-                shards.extend(Shard.from_api(s) for s in page.get("Shards", ()))
-                token = page.get("NextToken")
-                if not token:
-                    return shards
-                kwargs = {"NextToken": token, "MaxResults": LIST_SHARDS_PAGE}
-        raise DependencyError(f"ListShards on {self.config.stream_name}: the NextToken kept expiring")
-
-
-def _shard_filter(initial: InitialPosition) -> dict[str, Any]:
-    """ListShards' ShardFilter for the shards open at the initial position (empty table)."""
-    if initial.kind == LATEST:
-        return {"Type": "AT_LATEST"}
-    if initial.kind == AT_TIMESTAMP and initial.timestamp is not None:
-        return {"Type": "AT_TIMESTAMP", "Timestamp": datetime.fromtimestamp(initial.timestamp, tz=timezone.utc)}
-    return {"Type": "AT_TRIM_HORIZON"}

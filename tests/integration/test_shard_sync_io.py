@@ -11,7 +11,7 @@ import random
 import boto3
 import pytest
 
-from kcl_mp import lease_coordinator
+from kcl_mp import shard_sync_io
 from kcl_mp.config import load_config
 from kcl_mp.emulator import wait_active
 from kcl_mp.lease import ExtendedSequenceNumber, Lease
@@ -49,7 +49,7 @@ def test_paging_the_empty_table_filter_and_an_interrupted_shard_end(
     kinesis.create_stream(StreamName=stream, ShardCount=5)
     wait_active(kinesis, stream)
     parent, children = _split_first(kinesis, stream)
-    monkeypatch.setattr(lease_coordinator, "LIST_SHARDS_PAGE", 2)  # 7 shards: four pages
+    monkeypatch.setattr(shard_sync_io, "LIST_SHARDS_PAGE", 2)  # 7 shards: four pages
     coordinator = _coordinator(tmp_path, kinesis, kinesis_mock_url, moto_url, dynamodb, stream, app,
                                initialPositionInStream="LATEST")
     assert len(coordinator.list_shards()) == 7
