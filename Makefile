@@ -8,7 +8,7 @@ KINESIS_MOCK := tests/emulators/node_modules/kinesis-local/main.js
 # The Node.js processor's published aws-kcl library.
 NODE_PROCESSOR := processors/nodejs/node_modules/aws-kcl/package.json
 
-.PHONY: demo test unit integration bench bench-protocol bench-balance clean jq
+.PHONY: demo spark-demo test unit integration bench bench-protocol bench-balance clean jq java
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,20 +32,31 @@ jq:
 	    echo "installing jq (Debian) for processors/shell"; apt-get update -qq && apt-get install -y -qq jq >/dev/null; \
 	  else echo "jq is needed by processors/shell: apt-get install jq" >&2; exit 1; fi; }
 
-install: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq
+# Java 17+, for PySpark's local mode in the pipeline's tests (Debian's package; installed when running as root).
+java:
+	@java -version >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Java 17 (Debian) for PySpark"; apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
+	  else echo "Java 17+ is needed by the Spark pipeline's tests: apt-get install openjdk-17-jre-headless" >&2; exit 1; fi; }
+
+install: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java
+
+## spark-demo: the pipeline end to end on the embedded default: kcl-mp + the Parquet sink, then the PySpark job
+spark-demo: $(STAMP) java
+	$(BIN)/python examples/spark/run_pipeline.py $(DEMO_ARGS)
 
 ## demo: the main job on the embedded local default (no AWS account)
 demo: $(STAMP)
 	$(BIN)/python examples/demo/run_demo.py $(DEMO_ARGS)
 
 ## test: every test, unit then integration
-test: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq
+test: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
 
-integration: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq
+integration: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java
 	$(BIN)/python -m pytest -q tests/integration $(PYTEST_ARGS)
 
 BENCH_STAMP := $(VENV)/.bench-installed

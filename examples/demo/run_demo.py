@@ -6,6 +6,7 @@ starts a moto server on 127.0.0.1 and creates the stream), puts records into the
 (10% of the puts KPL-aggregated) while kcl-mp's live view shows records/s per shard and
 the last checkpoint, then waits until the lease table holds every shard's last record as
 its checkpoint and stops kcl-mp with SIGTERM. Ctrl-C stops it earlier, gracefully.
+``--properties`` runs another properties file the same way (the Spark pipeline's does).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import boto3
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from kcl_mp.emulator import EMBEDDED_ENV, free_port  # noqa: E402
+from kcl_mp.config import load_config  # noqa: E402
+from kcl_mp.emulator import EMBEDDED_ENV, embedded_overrides, free_port  # noqa: E402
 from kcl_mp.producer import produce  # noqa: E402
 
 
@@ -32,24 +34,26 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=20_000, help="user records to put (default 20,000)")
     parser.add_argument("--rate", type=int, default=2_000, help="records per second to put (default 2,000)")
     parser.add_argument("--timeout", type=float, default=300, help="give up after this many seconds")
+    parser.add_argument("--properties", default="examples/demo/app.properties", help="the properties file to run")
     args = parser.parse_args()
 
     os.environ.update(EMBEDDED_ENV)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    config = load_config(str(ROOT / args.properties), overrides=embedded_overrides(url))
     run_dir = ROOT / "run"
     run_dir.mkdir(exist_ok=True)
-    log_path = run_dir / "demo-kcl-mp.log"
+    log_path = run_dir / f"{config.application_name}.log"
     print(f"kcl-mp demo: embedded moto server on {url}; kcl-mp's log: {log_path}")
     with open(log_path, "wb") as log:
         daemon = subprocess.Popen(
-            [sys.executable, "-m", "kcl_mp", "--properties", "examples/demo/app.properties",
+            [sys.executable, "-m", "kcl_mp", "--properties", args.properties,
              "--embedded", "--embedded-port", str(port), "--progress", "2"],
             cwd=ROOT, stdout=None, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
     stop = {"asked": False}
     signal.signal(signal.SIGINT, lambda *_: stop.update(asked=True))
     try:
-        return run(args, url, daemon, stop)
+        return run(args, url, daemon, stop, config.stream_name, config.lease.table_name)
     finally:
         if daemon.poll() is None:
             daemon.send_signal(signal.SIGTERM)
@@ -61,7 +65,7 @@ def main() -> int:
         print(f"kcl-mp exited with status {code}")
 
 
-def run(args: argparse.Namespace, url: str, daemon: subprocess.Popen, stop: dict) -> int:
+def run(args: argparse.Namespace, url: str, daemon: subprocess.Popen, stop: dict, stream: str, table: str) -> int:
     kinesis = boto3.client("kinesis", endpoint_url=url, region_name="us-east-1")
     dynamodb = boto3.client("dynamodb", endpoint_url=url, region_name="us-east-1")
     deadline = time.monotonic() + args.timeout
@@ -70,7 +74,7 @@ def run(args: argparse.Namespace, url: str, daemon: subprocess.Popen, stop: dict
             print("kcl-mp stopped before the stream was ready; see its log")
             return 1
         try:
-            if kinesis.describe_stream_summary(StreamName="kcl-mp-demo")["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE":
+            if kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE":
                 break
         except Exception:
             pass
@@ -82,7 +86,7 @@ def run(args: argparse.Namespace, url: str, daemon: subprocess.Popen, stop: dict
     chunk = max(1, args.rate // 2)
     while len(puts) < args.records and not stop["asked"]:
         n = min(chunk, args.records - len(puts))
-        puts += produce(kinesis, "kcl-mp-demo", n, first_id=len(puts), seed=len(puts))
+        puts += produce(kinesis, stream, n, first_id=len(puts), seed=len(puts))
         time.sleep(max(0.0, started + len(puts) / args.rate - time.monotonic()))
     last = {}
     for p in puts:
@@ -90,7 +94,7 @@ def run(args: argparse.Namespace, url: str, daemon: subprocess.Popen, stop: dict
     print(f"put {len(puts)} records in {time.monotonic() - started:.1f} s; waiting for every shard's last checkpoint")
     while not stop["asked"] and time.monotonic() < deadline and daemon.poll() is None:
         try:
-            items = dynamodb.scan(TableName="kcl-mp-demo", ConsistentRead=True)["Items"]
+            items = dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]
         except Exception:
             items = []
         done = {i["leaseKey"]["S"] for i in items if i.get("checkpoint", {}).get("S", "").isdigit()
