@@ -45,9 +45,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from kcl_mp import java_daemon  # noqa: E402
 
-NETNS_ENV = "KCLMP_BENCH_IN_NETNS"
-JAVA_MAIN = "software.amazon.kinesis.multilang.MultiLangDaemon"
 RUN_TIMEOUT_S = 900.0  # KCL 3.x alone needs over a minute before its first record
 SHORTEST_WINDOW_S = 2.0
 EMULATOR_BOUND = 0.9  # an emulator this busy (cores) is what limits records/s
@@ -148,10 +147,7 @@ def _properties(path: Path, url: str, stream: str, app: str, max_records: int, m
 def _command(daemon: str, properties: Path) -> list[str]:
     if daemon == "kcl-mp":
         return [sys.executable, "-m", "kcl_mp", "--properties", str(properties)]
-    import amazon_kclpy
-
-    jars = Path(amazon_kclpy.__file__).parent / "jars"
-    return ["java", "-Daws.cborEnabled=false", "-cp", f"{jars}/*", JAVA_MAIN, "--properties-file", str(properties)]
+    return java_daemon.command(properties)
 
 
 def run_once(daemon: str, size: int, records: int, url: str, stream: str, work: Path, n: int,
@@ -274,12 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--metrics-level", choices=("NONE", "SUMMARY", "DETAILED"), default="NONE",
                    help="metricsLevel of both daemons, published to the emulator's CloudWatch (default NONE)")
     args = p.parse_args(argv)
-    if os.environ.get(NETNS_ENV) != "1":
-        if shutil.which("unshare") is None:
-            print("bench: unshare (util-linux) is needed: the Java daemon must not reach the network", file=sys.stderr)
-            return 1
-        inner = f"ip link set lo up && exec env {NETNS_ENV}=1 \"$0\" \"$@\""
-        return subprocess.call(["unshare", "-n", "sh", "-c", inner, sys.executable, __file__, *sys.argv[1:]])
+    if not java_daemon.inside_namespace():
+        return java_daemon.in_loopback_namespace([sys.executable, __file__, *sys.argv[1:]])
     if shutil.which("java") is None and args.only != "kcl-mp":
         print("bench: java (17+) is needed for the Java daemon; --only kcl-mp runs kcl-mp alone", file=sys.stderr)
         return 1

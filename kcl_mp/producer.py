@@ -3,10 +3,15 @@
 Each user record's data is ``{"id": n}`` so a consumer can prove every record arrived
 exactly once. Returns what it put (shard, sequence number, sub-sequence, key, data) as
 Kinesis reported it, the ground truth a test compares deliveries with.
+
+Like the KPL, an aggregate holds only user records whose partition keys hash into the
+shard the aggregate goes to: a KCL (Java's, and any that filters by hash range) drops
+user records of an aggregate that fall outside its shard's range.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -45,7 +50,8 @@ def produce(
     rng = random.Random(seed)
     puts: list[Put] = []
     pending: list[tuple[dict[str, Any], list[tuple[int, str, str]]]] = []
-    for entry in _entries(rng, count, first_id, aggregated_share, per_aggregate, keys):
+    ranges = _open_ranges(kinesis, stream_name) if aggregated_share > 0 else []
+    for entry in _entries(rng, count, first_id, aggregated_share, per_aggregate, keys, ranges):
         pending.append(entry)
         if len(pending) == PUT_RECORDS_MAX:
             puts.extend(_flush(kinesis, stream_name, pending))
@@ -55,13 +61,47 @@ def produce(
     return puts
 
 
-def _entries(rng: random.Random, count: int, first_id: int, share: float, per: int, keys: int
-             ) -> Iterator[tuple[dict[str, Any], list[tuple[int, str, str]]]]:
+def _open_ranges(kinesis: Any, stream: str) -> list[tuple[int, int]]:
+    """The hash key ranges of the stream's open shards."""
+    ranges, kwargs = [], {"StreamName": stream}
+    for _ in range(100):  # bounded paging
+        page = kinesis.list_shards(**kwargs)
+        ranges += [(int(s["HashKeyRange"]["StartingHashKey"]), int(s["HashKeyRange"]["EndingHashKey"]))
+                   for s in page["Shards"] if "EndingSequenceNumber" not in s["SequenceNumberRange"]]
+        if not page.get("NextToken"):
+            break
+        kwargs = {"NextToken": page["NextToken"]}
+    return ranges
+
+
+def _shard_of(key: str, ranges: list[tuple[int, int]]) -> int:
+    hashed = int(hashlib.md5(key.encode()).hexdigest(), 16)
+    return next((i for i, (low, high) in enumerate(ranges) if low <= hashed <= high), -1)
+
+
+def _keys_for_one_shard(rng: random.Random, keys: int, n: int, ranges: list[tuple[int, int]]) -> list[str]:
+    """``n`` random keys that hash into the shard of the first (bounded draws; the first
+    key again when the key space has too few)."""
+    first = f"key-{rng.randrange(keys)}"
+    shard = _shard_of(first, ranges)
+    out = [first]
+    for _ in range(200 * n):
+        if len(out) == n:
+            break
+        key = f"key-{rng.randrange(keys)}"
+        if not ranges or _shard_of(key, ranges) == shard:
+            out.append(key)
+    return out + [first] * (n - len(out))
+
+
+def _entries(rng: random.Random, count: int, first_id: int, share: float, per: int, keys: int,
+             ranges: list[tuple[int, int]]) -> Iterator[tuple[dict[str, Any], list[tuple[int, str, str]]]]:
     n = first_id
     end = first_id + count
     while n < end:
         if rng.random() < share and end - n >= 2:
-            users = [(i, f"key-{rng.randrange(keys)}", _payload(i)) for i in range(n, min(end, n + per))]
+            ids = range(n, min(end, n + per))
+            users = [(i, key, _payload(i)) for i, key in zip(ids, _keys_for_one_shard(rng, keys, len(ids), ranges))]
             agg = RecordAggregator()
             for _, key, data in users:
                 agg.add_user_record(key, data.encode())

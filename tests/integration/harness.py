@@ -9,8 +9,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
+
+from kcl_mp.lease import ExtendedSequenceNumber, Lease
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDER = ROOT / "tests" / "processors" / "recorder.py"
@@ -136,3 +139,51 @@ class BackgroundProducer(threading.Thread):
         self.stop.set()
         self.join(10)
         assert not self.errors, self.errors
+
+
+class TableMonitor(threading.Thread):
+    """Polls the lease table: ownership over time, and any checkpoint that went backwards.
+    ``history``: per lease, each change of (owner, checkpoint) with its wall-clock time."""
+
+    def __init__(self, dynamodb, table: str):
+        super().__init__(daemon=True)
+        self.dynamodb, self.table = dynamodb, table
+        self.stop = threading.Event()
+        self.latest: dict[str, Lease] = {}
+        self.backwards: list[str] = []
+        self.history: dict[str, list[tuple[float, str | None, str | None]]] = {}
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        best: dict[str, ExtendedSequenceNumber] = {}
+        for _ in range(100_000):  # bounded
+            if self.stop.wait(0.25):
+                return
+            try:
+                items = self.dynamodb.scan(TableName=self.table, ConsistentRead=True)["Items"]
+            except Exception:
+                continue  # the table may not exist yet
+            leases = {lease.key: lease for lease in map(Lease.from_item, items)}
+            now = time.time()
+            for key, lease in leases.items():
+                seen = (lease.owner, None if lease.checkpoint is None else str(lease.checkpoint))
+                changes = self.history.setdefault(key, [])
+                if not changes or changes[-1][1:] != seen:
+                    changes.append((now, *seen))
+                if lease.checkpoint is None:
+                    continue
+                if key in best and lease.checkpoint < best[key]:
+                    self.backwards.append(f"{key}: {best[key]} -> {lease.checkpoint}")
+                if key not in best or lease.checkpoint > best[key]:
+                    best[key] = lease.checkpoint
+            with self.lock:
+                self.latest = leases
+
+    def owners(self) -> Counter:
+        with self.lock:
+            return Counter(lease.owner for lease in self.latest.values())
+
+    def settled(self, leases: int) -> bool:
+        """All ``leases`` exist and no handoff is under way."""
+        with self.lock:
+            return len(self.latest) == leases and not any(lease.checkpoint_owner for lease in self.latest.values())

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,57 +19,16 @@ from pathlib import Path
 import pytest
 
 from kcl_mp.emulator import ensure_stream
-from kcl_mp.lease import ExtendedSequenceNumber, Lease
 from kcl_mp.producer import produce
 
-from .harness import (RECORDER, BackgroundProducer, Daemon, base_properties, recorded, records_only, wait_until,
-                      write_properties)
+from .harness import (RECORDER, BackgroundProducer, Daemon, TableMonitor, base_properties, recorded, records_only,
+                      wait_until, write_properties)
 
 pytestmark = pytest.mark.integration
 
 SHARDS = 16
 FAILOVER_MS = 3000
 TAKE_INTERVAL_S = 2 * (FAILOVER_MS + 25) / 1000.0
-
-
-class TableMonitor(threading.Thread):
-    """Polls the lease table: ownership over time, and any checkpoint that went backwards."""
-
-    def __init__(self, dynamodb, table: str):
-        super().__init__(daemon=True)
-        self.dynamodb, self.table = dynamodb, table
-        self.stop = threading.Event()
-        self.latest: dict[str, Lease] = {}
-        self.backwards: list[str] = []
-        self.lock = threading.Lock()
-
-    def run(self) -> None:
-        best: dict[str, ExtendedSequenceNumber] = {}
-        for _ in range(100_000):  # bounded
-            if self.stop.wait(0.25):
-                return
-            try:
-                items = self.dynamodb.scan(TableName=self.table, ConsistentRead=True)["Items"]
-            except Exception:
-                continue  # the table may not exist yet
-            leases = {lease.key: lease for lease in map(Lease.from_item, items)}
-            for key, lease in leases.items():
-                if lease.checkpoint is None:
-                    continue
-                if key in best and lease.checkpoint < best[key]:
-                    self.backwards.append(f"{key}: {best[key]} -> {lease.checkpoint}")
-                if key not in best or lease.checkpoint > best[key]:
-                    best[key] = lease.checkpoint
-            with self.lock:
-                self.latest = leases
-
-    def owners(self) -> Counter:
-        with self.lock:
-            return Counter(lease.owner for lease in self.latest.values())
-
-    def settled(self) -> bool:
-        with self.lock:
-            return len(self.latest) == SHARDS and not any(lease.checkpoint_owner for lease in self.latest.values())
 
 
 def _deliveries(out: Path) -> Counter:
@@ -98,7 +56,7 @@ def test_three_hosts_balance_fail_over_and_deliver_everything(tmp_path, kinesis,
             hosts[name] = Daemon(props, tmp_path / f"{name}.log", "--set", f"workerId={name}", env=env)
             time.sleep(3.0)
         started = time.monotonic()
-        wait_until(lambda: sorted(monitor.owners().values()) == [5, 5, 6] and monitor.settled(), 150,
+        wait_until(lambda: sorted(monitor.owners().values()) == [5, 5, 6] and monitor.settled(SHARDS), 150,
                    "the three hosts to settle at 6/5/5")
         print(f"settled at {dict(monitor.owners())} {time.monotonic() - started:.1f} s after the third host started")
         time.sleep(2 * TAKE_INTERVAL_S)  # stable: no more moves

@@ -8,6 +8,7 @@ record of the batch), and on shutdownRequested and shardEnded. ``$RECORDER_BATCH
 makes each processRecords take that long (a busy processor). ``$RECORDER_SHARD_END_REFUSALS``
 = N: the first N shardEnded of each shard are answered without a checkpoint (a processor
 that forgets to checkpoint at shard end). ``$RECORDER_FAULT``: see ``_fault``.
+``$RECORDER_HOST``: a name written into the initialize line (which daemon ran this child).
 ``$RECORDER_STDERR_ENV`` = NAME: write that environment variable to stderr at initialize (a
 careless processor printing its credentials; the daemon's logs must not show them).
 """
@@ -56,7 +57,8 @@ class Recorder(processor.RecordProcessorBase):
             name = os.environ["RECORDER_STDERR_ENV"]
             print(f"{name}={os.environ.get(name)}", file=sys.stderr, flush=True)
         self._write({"event": "initialize", "shard": initialize_input.shard_id,
-                     "seq": initialize_input.sequence_number, "sub": initialize_input.sub_sequence_number})
+                     "seq": initialize_input.sequence_number, "sub": initialize_input.sub_sequence_number,
+                     "host": os.environ.get("RECORDER_HOST")})
 
     def _fault(self, records):
         """$RECORDER_FAULT = SHARD:MODE:AFTER[:always]: the first child of SHARD (every child,
