@@ -7,6 +7,7 @@ for the expected outcome of a lost race), so the rest of kcl-mp sees only ``erro
 from __future__ import annotations
 
 from botocore.exceptions import BotoCoreError, ClientError, ConnectionError as BotoConnectionError
+from urllib3.exceptions import HTTPError as Urllib3Error  # a connection cut while a response streams
 
 from .errors import DependencyError, ThrottledError
 
@@ -53,9 +54,9 @@ def translate(exc: BaseException, what: str) -> DependencyError:
         return DependencyError(
             f"{what}: {code}: {message}".rstrip(": "), retriable=code not in _NOT_RETRIABLE_CODES, code=code
         )
-    if isinstance(exc, (BotoConnectionError, BotoCoreError, OSError)):
+    if isinstance(exc, (BotoConnectionError, BotoCoreError, OSError, Urllib3Error)):
         return DependencyError(f"{what}: {type(exc).__name__}: {exc}", code=type(exc).__name__)
     return DependencyError(f"{what}: {type(exc).__name__}: {exc}", retriable=False)
 
 
-AWS_ERRORS: tuple[type[BaseException], ...] = (ClientError, BotoCoreError, OSError)
+AWS_ERRORS: tuple[type[BaseException], ...] = (ClientError, BotoCoreError, OSError, Urllib3Error)

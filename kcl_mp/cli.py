@@ -133,14 +133,7 @@ def fail(exc: KclMpError, json_logs: bool = False) -> int:
 
 
 def check_startable(config: Config) -> None:
-    """Refuse, before any lease is taken, what cannot run: fan-out (not yet) and a missing executable."""
-    if config.retrieval.mode == "FANOUT":
-        raise ConfigError(
-            f"{config.source}: retrieval resolves to enhanced fan-out (SubscribeToShard): retrievalMode is "
-            "FANOUT, or DEFAULT with no polling key set, as the Java daemon reads it. kcl-mp does not "
-            "implement fan-out yet. Set 'retrievalMode = POLLING' (or a polling key such as 'maxRecords') "
-            "to read with GetRecords."
-        )
+    """Refuse, before any lease is taken, what cannot run: a processor executable that is missing."""
     from .command import resolve_command
     from .errors import ProcessorStartError
 

@@ -89,6 +89,8 @@ class Fetcher:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"fetch-{shard_id}", daemon=True)
         self._last_read: str | None = None  # sequence number of the last Kinesis record read
+        # the first records read start at the checkpoint: those at or below it are dropped
+        self._after: ExtendedSequenceNumber | None = None if start.is_sentinel else start
         self.get_records_calls = 0
 
     # -- the consumer's side -----------------------------------------------------------
@@ -131,9 +133,20 @@ class Fetcher:
         """Sleep unless stopped; False when stopping."""
         return not self._stop.wait(max(0.0, seconds))
 
+    def _hand_over(self, records: list[dict[str, Any]], behind: int | None) -> bool:
+        """Queue one page of records for the processor (waits while the queue is full: the
+        backpressure); False when stopping."""
+        users: list[UserRecord] = []
+        if records:
+            self._last_read = records[-1]["SequenceNumber"]
+            users = user_records(records, self._after)
+            self._after = None
+        if users or self.settings.call_process_records_even_for_empty_record_list:
+            return self._put(Fetched(self.encode(users, behind), len(users), behind, data_bytes(users)))
+        return True
+
     def _poll(self) -> None:
         iterator = self._iterator()
-        after: ExtendedSequenceNumber | None = None if self.start_position.is_sentinel else self.start_position
         idle_s = self.settings.idle_time_between_reads_ms / 1000.0
         threshold = self.settings.millis_behind_latest_threshold_for_reduced_tps_ms
         attempt = 0
@@ -159,18 +172,9 @@ class Fetcher:
                 next_call = time.monotonic() + delay
                 continue
             attempt = 0
-            records = response.get("Records", [])
             behind = response.get("MillisBehindLatest")
-            if records:
-                self._last_read = records[-1]["SequenceNumber"]
-                users = user_records(records, after)
-                after = None  # only the first page, which starts at the checkpoint, needs the filter
-            else:
-                users = []
-            if users or self.settings.call_process_records_even_for_empty_record_list:
-                fetched = Fetched(self.encode(users, behind), len(users), behind, data_bytes(users))
-                if not self._put(fetched):
-                    return
+            if not self._hand_over(response.get("Records", []), behind):
+                return
             iterator = response.get("NextShardIterator")
             if iterator is None:
                 self._put(ShardEnded(tuple(response.get("ChildShards", ()))))
@@ -180,28 +184,33 @@ class Fetcher:
                 wait += idle_s  # near the tip: read less often (millisBehindLatestThresholdForReducedTps)
             next_call = call_started + wait
 
-    def _iterator(self) -> str:
-        kwargs: dict[str, Any] = {"StreamName": self.stream_name, "ShardId": self.shard_id}
+    def _position(self) -> tuple[str, str | None, datetime | None]:
+        """Where to read from: (type, sequence number, timestamp), after the last record
+        read if any, else at the lease's checkpoint (GetShardIterator's and SubscribeToShard's
+        position types have the same names)."""
         if self._last_read is not None:
-            kwargs.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", StartingSequenceNumber=self._last_read)
-        else:
-            position = self.start_position.sequence_number
-            if position in (TRIM_HORIZON, LATEST):
-                kwargs["ShardIteratorType"] = position
-            elif position == AT_TIMESTAMP:
-                if self.initial.timestamp is None:
-                    raise DependencyError(
-                        f"lease {self.shard_id} is at AT_TIMESTAMP but no initialPositionInStreamExtended is configured",
-                        retriable=False,
-                    )
-                kwargs.update(
-                    ShardIteratorType="AT_TIMESTAMP",
-                    Timestamp=datetime.fromtimestamp(self.initial.timestamp, tz=timezone.utc),
+            return "AFTER_SEQUENCE_NUMBER", self._last_read, None
+        position = self.start_position.sequence_number
+        if position in (TRIM_HORIZON, LATEST):
+            return position, None, None
+        if position == AT_TIMESTAMP:
+            if self.initial.timestamp is None:
+                raise DependencyError(
+                    f"lease {self.shard_id} is at AT_TIMESTAMP but no initialPositionInStreamExtended is configured",
+                    retriable=False,
                 )
-            elif position == SHARD_END:
-                raise DependencyError(f"lease {self.shard_id} is already at SHARD_END", retriable=False)
-            else:
-                kwargs.update(ShardIteratorType="AT_SEQUENCE_NUMBER", StartingSequenceNumber=position)
+            return "AT_TIMESTAMP", None, datetime.fromtimestamp(self.initial.timestamp, tz=timezone.utc)
+        if position == SHARD_END:
+            raise DependencyError(f"lease {self.shard_id} is already at SHARD_END", retriable=False)
+        return "AT_SEQUENCE_NUMBER", position, None
+
+    def _iterator(self) -> str:
+        kind, sequence, stamp = self._position()
+        kwargs: dict[str, Any] = {"StreamName": self.stream_name, "ShardId": self.shard_id, "ShardIteratorType": kind}
+        if sequence is not None:
+            kwargs["StartingSequenceNumber"] = sequence
+        if stamp is not None:
+            kwargs["Timestamp"] = stamp
         attempt = 0
         for _ in range(1000):  # bounded: about an hour at the backoff cap
             try:

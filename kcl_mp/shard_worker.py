@@ -39,6 +39,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from . import logs
@@ -46,6 +47,7 @@ from .config import Config
 from .credentials import client as aws_client
 from .driver import ProcessorChild
 from .errors import KclMpError, ProcessorError, ProcessorStartError
+from .fanout import FanOutFetcher
 from .fetcher import Fetched, Fetcher, FetchFailed, ShardEnded
 from .lease import ExtendedSequenceNumber
 from .lease_table import LeaseTable
@@ -72,6 +74,7 @@ class WorkerSpec:
     checkpoint: ExtendedSequenceNumber
     log_level: str = "INFO"
     log_format: str = "text"
+    consumer_arn: str | None = None  # enhanced fan-out: SubscribeToShard through this consumer
 
 
 class _Terminated(Exception):
@@ -138,7 +141,8 @@ class ShardWorker:
             timeout_s=config.processor.timeout_s,
             log=self.log,
         )
-        fetcher = Fetcher(
+        fetcher_class = partial(FanOutFetcher, consumer_arn=self.spec.consumer_arn) if self.spec.consumer_arn else Fetcher
+        fetcher = fetcher_class(
             aws_client("kinesis", config.kinesis, raw_records=True),
             config.stream_name,
             shard_id,

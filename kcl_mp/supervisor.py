@@ -48,7 +48,7 @@ import multiprocess
 import orjson
 from multiprocess.connection import wait as wait_for
 
-from . import metrics_process, shard_worker
+from . import fanout, metrics_process, shard_worker
 from .backoff import Backoff
 from .config import Config
 from .credentials import client as aws_client
@@ -105,6 +105,7 @@ class Supervisor:
         self.leases = LeaseCoordinator(self.config, self.table, aws_client("kinesis", self.config.kinesis),
                                        self.log, self.clock, self.rng, metrics=self.metrics)
         self.metrics_link: metrics_process.Link | None = None
+        self.consumer_arn: str | None = None  # enhanced fan-out's consumer, found or registered at start
         self.loop_lag_s = 0.0
         self.started_at = self.clock()
         self.workers: dict[str, Worker] = {}
@@ -144,6 +145,7 @@ class Supervisor:
 
     def run(self) -> int:
         if self.metrics.enabled:  # first: it must be forked before any thread or worker exists
+            gc.freeze()  # what is loaded so far stays shared with it (see the second freeze below)
             self.metrics_link = metrics_process.start(self.config, self.log_level, self.log_format)
         self._install_signals()
         lease_settings = self.config.lease
@@ -155,6 +157,8 @@ class Supervisor:
             deletion_protection=lease_settings.deletion_protection_enabled, pitr=lease_settings.pitr_enabled)
         if created:
             self.log.info("created lease table %s", lease_settings.table_name)
+        if self.config.retrieval.mode == "FANOUT":
+            self.consumer_arn = fanout.consumer_arn(self.config, self.leases.kinesis, self.log)
         leases = self.table.list_leases()
         self.leases.last_seen = {lease.key: lease for lease in leases}
         sync_interval_s = lease_settings.shard_sync_interval_ms / 1000.0
@@ -314,7 +318,7 @@ class Supervisor:
                 continue
             parent_conn, child_conn = self._fork.Pipe(duplex=True)
             spec = shard_worker.WorkerSpec(self.config, key, held.lease.checkpoint or _fresh(self.config),
-                                           self.log_level, self.log_format)
+                                           self.log_level, self.log_format, self.consumer_arn)
             process = self._fork.Process(target=shard_worker.run, args=(spec, child_conn),
                                          name=f"kcl-mp {key}", daemon=False)
             process.start()

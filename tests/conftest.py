@@ -54,3 +54,16 @@ def kinesis_mock_url(tmp_path_factory):
         yield emulator.url
     finally:
         emulator.stop()
+
+
+@pytest.fixture(scope="session")
+def efo_proxy(kinesis_mock_url):
+    """kinesis-mock behind the proxy that adds SubscribeToShard's initial-response event
+    (tests/integration/efo_proxy.py says why)."""
+    from tests.integration.efo_proxy import EfoProxy
+
+    proxy = EfoProxy(kinesis_mock_url)
+    try:
+        yield proxy
+    finally:
+        proxy.stop()

@@ -73,13 +73,14 @@ def test_nonexistent_executable(tmp_path, moto_url, dynamodb, unique_name):
     assert tables(dynamodb) == before  # refused before any lease table or lease was touched
 
 
-def test_fanout_refused(tmp_path, moto_url, dynamodb, unique_name):
-    keys = base_properties(moto_url, unique_name, unique_name, f"{sys.executable} {RECORDER}")
-    for polling in ("maxRecords", "idleTimeBetweenReadsInMillis"):
-        del keys[polling]
-    props = write_properties(tmp_path / "app.properties", **keys)
-    run = kcl_mp("--properties", str(props))
-    assert run.returncode == 1 and "retrievalMode" in run.stderr, run.stderr
+def test_fanout_with_an_unknown_consumer_arn_stops_naming_it(tmp_path, kinesis, moto_url, unique_name):
+    ensure_stream(kinesis, unique_name, 1)
+    arn = f"arn:aws:kinesis:us-east-1:123456789012:stream/{unique_name}/consumer/nope:1"
+    keys = base_properties(moto_url, unique_name, unique_name, f"{sys.executable} {RECORDER}",
+                           retrievalMode="FANOUT", **{"fanoutConfig.consumerArn": arn})
+    run = kcl_mp("--properties", str(write_properties(tmp_path / "app.properties", **keys)))
+    assert run.returncode == 1 and f"consumerArn {arn}: no such stream consumer" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
 
 
 def test_unknown_key_warns_and_runs(tmp_path, kinesis, moto_url, unique_name):

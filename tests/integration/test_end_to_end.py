@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import boto3
 import pytest
 
 from kcl_mp.emulator import ensure_stream
@@ -30,7 +31,15 @@ def scan(dynamodb, table):
     return dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]
 
 
-def test_consumes_every_record_once_then_resumes(tmp_path, kinesis, dynamodb, moto_url, unique_name):
+@pytest.mark.parametrize("mode", ["POLLING", "FANOUT"])
+def test_consumes_every_record_once_then_resumes(mode, request, tmp_path, dynamodb, moto_url, unique_name):
+    """POLLING: GetRecords on moto. FANOUT: SubscribeToShard on kinesis-mock (moto has no
+    SubscribeToShard), through the framing proxy; the lease table stays on moto."""
+    kinesis, more_keys = request.getfixturevalue("kinesis"), {}
+    if mode == "FANOUT":
+        proxy = request.getfixturevalue("efo_proxy")
+        kinesis = boto3.client("kinesis", endpoint_url=proxy.url, region_name="us-east-1")
+        more_keys = {"retrievalMode": "FANOUT", "kinesisEndpoint": proxy.url}
     stream, app = unique_name, unique_name + "-app"
     ensure_stream(kinesis, stream, 4)
     started = time.monotonic()
@@ -40,7 +49,7 @@ def test_consumes_every_record_once_then_resumes(tmp_path, kinesis, dynamodb, mo
     out = tmp_path / "out"
     out.mkdir()
     props = write_properties(tmp_path / "app.properties", **base_properties(
-        moto_url, stream, app, f"{sys.executable} {RECORDER}"))
+        moto_url, stream, app, f"{sys.executable} {RECORDER}", **more_keys))
     env = {"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "500"}
 
     daemon = Daemon(props, tmp_path / "run1.log", env=env)
