@@ -125,6 +125,10 @@ class EfoProxy:
         handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         handler.wfile.flush()
 
+    def open_streams(self) -> int:
+        with self.lock:
+            return len(self.streams)
+
     def end_subscriptions(self) -> None:
         """End every open event stream cleanly at its next event (a five-minute expiry)."""
         with self.lock:

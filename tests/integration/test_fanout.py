@@ -49,7 +49,8 @@ def test_subscriptions_that_end_or_break_resume_with_no_gap_and_no_duplicate(efo
         wait_until(lambda: efo_proxy.subscriptions - subscribed >= 4, 20, "both shards subscribed again")
         for n in range(2):
             mark = delivered()
-            wait_until(lambda: delivered() >= mark + 300, 60, "300 more records")
+            wait_until(lambda: delivered() >= mark + 300 and efo_proxy.open_streams() == 2, 60,
+                       "300 more records, both shards subscribed")
             assert efo_proxy.cut_subscriptions() == 2
         wait_until(lambda: efo_proxy.subscriptions - subscribed >= 8, 30, "both shards subscribed after the cuts")
         time.sleep(1)
