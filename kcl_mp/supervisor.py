@@ -48,8 +48,7 @@ import multiprocess
 import orjson
 from multiprocess.connection import wait as wait_for
 
-from . import fanout, metrics_process, shard_worker
-from .backoff import Backoff
+from . import exits, fanout, metrics_process, shard_worker
 from .config import Config
 from .credentials import client as aws_client
 from .lease import ExtendedSequenceNumber
@@ -60,8 +59,6 @@ from .metrics import Recorder, decode_samples, encode_samples
 from .progress import ShardProgress, render
 from .resources import MB, Usage
 
-RESTART_BACKOFF = Backoff(base_s=1.0, cap_s=60.0)
-HEALTHY_AFTER_S = 60.0  # a worker that ran this long resets its restart count
 USAGE_LOG_S = 60.0  # how often the processors' CPU and memory are logged
 METRICS_EVERY_S = 1.0  # how often the metrics process gets what was recorded
 LEASE_LOST_WAIT_S = 30.0  # how long a worker may take to finish after leaseLost
@@ -355,66 +352,39 @@ class Supervisor:
             self._after_exit(worker, code, now)
 
     def _after_exit(self, worker: Worker, code: int | None, now: float) -> None:
+        """Gather the facts, let ``exits.after_exit`` decide, carry the decision out."""
         key = worker.key
-        if worker.shard_end:
+        if not worker.shard_end and worker.handing_off and not worker.shutdown_ready and key in self.leases.held:
+            self.leases.finish_handoff(key)  # it died while stopping: the last checkpoint stands
+        cannot_start = code == shard_worker.EXIT_START
+        if key in self.leases.held and not (self.stopping or worker.shard_end or cannot_start):
+            self.leases.refresh(key)  # a restart resumes from the last checkpoint its predecessor wrote
+        held = self.leases.held.get(key)
+        gone = exits.Gone(worker.shard_end, code, worker.failure, now - worker.started_at, held is not None,
+                          self.stopping, held is not None and held.lease.is_shard_end, cannot_start,
+                          code == shard_worker.EXIT_PROCESSOR)
+        decision = exits.after_exit(gone, self.restarts.get(key, Restart()).attempts, self.config.processor, self.rng)
+        self.counters.update(decision.counters)
+        limit = self.config.processor.max_restarts
+        if decision.action == "finished":
             self.leases.shard_ended(key)
             self.restarts.pop(key, None)
-            self.log.info("shard %s ended and was checkpointed at SHARD_END", key)
-            return
-        if worker.handing_off and not worker.shutdown_ready and key in self.leases.held:
-            self.leases.finish_handoff(key)  # it died while stopping: the last checkpoint stands
-        if key not in self.leases.held or self.stopping:
-            return
-        if code == shard_worker.EXIT_START:
-            self.log.error("stopping: the processor cannot be started (%s)", worker.failure)
+            self.log.info("shard %s %s", key, decision.why)
+        elif decision.action == "stop_host":
+            self.log.error("%s: %s", key, decision.why)
             self.exit_code = 1
             self.stopping = True
-            return
-        self.leases.refresh(key)  # a restart resumes from the last checkpoint its predecessor wrote
-        if self.leases.held[key].lease.is_shard_end:  # it checkpointed SHARD_END, then died before saying so
-            self.leases.shard_ended(key)
-            self.restarts.pop(key, None)
-            self.log.info("shard %s is already at SHARD_END: nothing to restart", key)
-            return
-        if worker.shard_end is False:
-            # Java retries this forever, silently (PROTOCOL.md 6). Say so, and retry with a fresh
-            # processor: only this shard's children wait; every other shard goes on.
-            self.counters["shard_end_not_checkpointed"] += 1
-            why = "the processor did not checkpoint at the end of the shard; its children cannot start until it does"
-        else:
-            self.counters["processor_failures"] += 1
-            why = f"shard worker exited with status {code}: {worker.failure or 'no cause reported'}"
-            if code == shard_worker.EXIT_PROCESSOR and self.config.processor.on_failure == "EXIT":
-                self.log.error("%s: %s; stopping this host (kclmp.processorFailure = EXIT, as the Java daemon does)",
-                               key, why)
-                self.exit_code = 1
-                self.stopping = True
-                return
-        self._restart_later(worker, why, now)
-
-    def _restart_later(self, worker: Worker, why: str, now: float) -> None:
-        """Restart from the last checkpoint with backoff; after kclmp.processorMaxRestarts
-        failures in a row, release the lease so that another host can try it."""
-        key = worker.key
-        restart = self.restarts.setdefault(key, Restart())
-        if now - worker.started_at > HEALTHY_AFTER_S:
-            restart.attempts = 0
-        restart.attempts += 1
-        limit = self.config.processor.max_restarts
-        if restart.attempts > limit:
-            self.counters["leases_released_after_failures"] += 1
+        elif decision.action == "release":
             self.restarts.pop(key, None)
             cooldown = self.leases.give_up(key)
             self.log.error("shard %s: %s; %d failures in a row (kclmp.processorMaxRestarts = %d): released the lease "
-                           "for another host to try; this host leaves it alone for %.0f s", key, why,
-                           restart.attempts, limit, cooldown)
-            return
-        delay = RESTART_BACKOFF.next_delay(restart.attempts - 1, self.rng)
-        restart.not_before = now + delay
-        self.counters["processor_restarts"] += 1
-        self.metrics.add("processor_restarts", 1, key)
-        self.log.error("shard %s: %s; restart %d of %d in %.1f s from the last checkpoint", key, why,
-                       restart.attempts, limit, delay)
+                           "for another host to try; this host leaves it alone for %.0f s", key, decision.why,
+                           decision.attempts, limit, cooldown)
+        elif decision.action == "restart":
+            self.restarts[key] = Restart(decision.attempts, now + decision.delay_s)
+            self.metrics.add("processor_restarts", 1, key)
+            self.log.error("shard %s: %s; restart %d of %d in %.1f s from the last checkpoint", key, decision.why,
+                           decision.attempts, limit, decision.delay_s)
 
     def _lost_wait_s(self) -> float:
         return (self.config.processor.timeout_s or 0) + LEASE_LOST_WAIT_S
