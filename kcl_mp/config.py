@@ -139,6 +139,11 @@ class MetricsSettings:
     port: int | None = None
     address: str = "0.0.0.0"
 
+    @property
+    def enabled(self) -> bool:
+        """Anything to measure for: CloudWatch, or the Prometheus endpoint."""
+        return self.level != "NONE" or self.port is not None
+
 
 @dataclass(frozen=True)
 class Config:

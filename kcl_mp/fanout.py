@@ -104,7 +104,9 @@ class FanOutFetcher(Fetcher):
         attempt = 0
         while not self._stop.is_set():
             try:
-                ended = self._subscription()
+                if self._subscription():
+                    return
+                attempt = 0  # the subscription ran its course (five minutes): the next one
             except Exception as exc:
                 if self._stop.is_set():
                     return  # stop() closed the stream under the reader: whatever it raised is expected
@@ -121,16 +123,10 @@ class FanOutFetcher(Fetcher):
                              self._last_read or "the checkpoint")
                 if not self._sleep(delay):
                     return
-                continue
-            if ended is None:
-                return  # stopping
-            if ended:
-                return
-            attempt = 0  # the subscription ran its course (five minutes): the next one
 
-    def _subscription(self) -> bool | None:
-        """One subscription, to its end: True at shard end, False when it simply ended,
-        None when stopping."""
+    def _subscription(self) -> bool:
+        """One subscription, to its end: True when done (shard end, or stopping), False when
+        it simply ended."""
         kind, sequence, stamp = self._position()
         position: dict[str, Any] = {"Type": kind}
         if sequence is not None:
@@ -144,18 +140,17 @@ class FanOutFetcher(Fetcher):
         try:
             for event in stream:
                 if self._stop.is_set():
-                    return None
+                    return True
                 body = event.get("SubscribeToShardEvent")
                 if body is None:
                     continue
                 if not self._hand_over(body.get("Records") or [], body.get("MillisBehindLatest")):
-                    return None
+                    return True
                 continuation = body.get("ContinuationSequenceNumber")
-                if continuation:
-                    self._last_read = continuation
-                elif body.get("ChildShards") is not None or continuation is None:
+                if not continuation:  # the shard is closed and read to its end
                     self._put(ShardEnded(tuple(body.get("ChildShards") or ())))
                     return True
+                self._last_read = continuation
             return False
         finally:
             self._stream = None

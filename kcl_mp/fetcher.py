@@ -72,6 +72,7 @@ class Fetcher:
         log: logging.LoggerAdapter | logging.Logger,
         *,
         prefetch: int = 3,
+        measure_bytes: bool = True,
         backoff: Backoff = Backoff(base_s=0.2, cap_s=10.0),
         rng: random.Random | None = None,
     ):
@@ -82,6 +83,7 @@ class Fetcher:
         self.initial = initial
         self.settings = settings
         self.encode = encode
+        self.measure_bytes = measure_bytes  # Fetched.data_bytes, for the metrics only: off when they are
         self.log = log
         self.backoff = backoff
         self.rng = rng or random.Random()
@@ -142,7 +144,8 @@ class Fetcher:
             users = user_records(records, self._after)
             self._after = None
         if users or self.settings.call_process_records_even_for_empty_record_list:
-            return self._put(Fetched(self.encode(users, behind), len(users), behind, data_bytes(users)))
+            size = data_bytes(users) if self.measure_bytes else 0
+            return self._put(Fetched(self.encode(users, behind), len(users), behind, size))
         return True
 
     def _poll(self) -> None:

@@ -235,17 +235,18 @@ class LeaseCoordinator(ShardSyncing):
             elif self._take(leases[key], f"stole lease {key} from {leases[key].owner}"):
                 self.metrics.add("leases_stolen", 1)
                 acquired.append(key)
-        self._record_fleet(leases, {**leases, **{key: self.held[key].lease for key in acquired}}, now)
+        if self.metrics.enabled:
+            self._record_fleet(leases, acquired, sum(1 for key in acquired if key in plan.take), now)
         return tuple(acquired)
 
-    def _record_fleet(self, found: Mapping[str, Lease], left: Mapping[str, Lease], now: float) -> None:
-        """CloudWatch gets the unclaimed leases this scan found (Java's TakeLeases ExpiredLeases);
-        the fleet view (``self.fleet``, the Prometheus gauges) is what the scan left, with what
-        it took counted as this worker's."""
-        self.metrics.add("unclaimed_leases",
-                         balance.fleet(self.me, found, self.observations, now, self.config.lease).unclaimed)
+    def _record_fleet(self, found: Mapping[str, Lease], acquired: list[str], taken_expired: int, now: float) -> None:
+        """The fleet view (``self.fleet``, the Prometheus gauges) is what the scan left, with
+        what it took counted as this worker's; CloudWatch gets the unclaimed leases it found
+        (Java's TakeLeases ExpiredLeases), those left plus the expired ones it took."""
+        left = {**found, **{key: self.held[key].lease for key in acquired}}
         observations = balance.observe(self.observations, left.values(), now)
         self.fleet = fleet = balance.fleet(self.me, left, observations, now, self.config.lease)
+        self.metrics.add("unclaimed_leases", fleet.unclaimed + taken_expired)
         self.metrics.add("total_leases", fleet.total_leases)
         self.metrics.add("total_shards", fleet.open_leases)
         self.metrics.add("workers", len(fleet.worker_leases))

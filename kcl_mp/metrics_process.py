@@ -118,11 +118,9 @@ class Link:
             self.process.join(5.0)
 
 
-def start(config: Config, log_level: str, log_format: str) -> Link | None:
-    """Fork the metrics process if anything is enabled; None otherwise."""
+def start(config: Config, log_level: str, log_format: str) -> Link:
+    """Fork the metrics process (the supervisor does when ``config.metrics.enabled``)."""
     settings = config.metrics
-    if settings.level == "NONE" and settings.port is None:
-        return None
     server = bind(settings.address, settings.port) if settings.port is not None else None
     read_fd, write_fd = os.pipe()
     process = multiprocess.get_context("fork").Process(

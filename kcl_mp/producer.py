@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -61,8 +62,16 @@ def produce(
     return puts
 
 
+_RANGES: dict[tuple[int, str], tuple[float, list[tuple[int, int]]]] = {}
+RANGES_TTL_S = 10.0  # a producer called every 0.1 s lists the shards once in a while, not each time
+
+
 def _open_ranges(kinesis: Any, stream: str) -> list[tuple[int, int]]:
-    """The hash key ranges of the stream's open shards."""
+    """The hash key ranges of the stream's open shards (listed at most every RANGES_TTL_S:
+    stale ranges around a reshard only mix two shards' keys in an aggregate, as the KPL can)."""
+    cached = _RANGES.get((id(kinesis), stream))
+    if cached is not None and time.monotonic() - cached[0] < RANGES_TTL_S:
+        return cached[1]
     ranges, kwargs = [], {"StreamName": stream}
     for _ in range(100):  # bounded paging
         page = kinesis.list_shards(**kwargs)
@@ -71,6 +80,7 @@ def _open_ranges(kinesis: Any, stream: str) -> list[tuple[int, int]]:
         if not page.get("NextToken"):
             break
         kwargs = {"NextToken": page["NextToken"]}
+    _RANGES[(id(kinesis), stream)] = (time.monotonic(), ranges)
     return ranges
 
 

@@ -111,7 +111,7 @@ class ShardWorker:
         self.delivered = 0
         self.last_progress = 0.0
         self.millis_behind: int | None = None
-        self.metrics = Recorder()
+        self.metrics = Recorder(enabled=self.config.metrics.enabled)
         self._send_lock = threading.Lock()  # the sampler thread reports too
 
     def send(self, *message: Any) -> None:
@@ -151,6 +151,7 @@ class ShardWorker:
             config.retrieval,
             make_batch,
             self.log,
+            measure_bytes=self.metrics.enabled,
         )
         grace_s = config.processor.shutdown_grace_ms / 1000.0
         limit_mb = config.processor.memory_limit_mb
@@ -243,8 +244,8 @@ class ShardWorker:
         now = time.monotonic()
         if force or now - self.last_progress >= PROGRESS_EVERY_S:
             self.last_progress = now
-            self.send("progress", self.delivered, str(child.last_checkpoint), self.millis_behind,
-                      encode_samples(self.metrics.drain()))
+            samples = encode_samples(self.metrics.drain()) if self.metrics.enabled else []
+            self.send("progress", self.delivered, str(child.last_checkpoint), self.millis_behind, samples)
 
     def _shutdown(self, child: ProcessorChild) -> int:
         child.shutdown_requested()

@@ -97,8 +97,7 @@ class Supervisor:
     def __post_init__(self) -> None:
         self.log = ShardLog(logging.getLogger("kcl_mp.supervisor"), self.config.worker_id)
         self.table = LeaseTable(aws_client("dynamodb", self.config.dynamodb), self.config.lease.table_name)
-        metrics = self.config.metrics
-        self.metrics = Recorder(enabled=metrics.level != "NONE" or metrics.port is not None)
+        self.metrics = Recorder(enabled=self.config.metrics.enabled)
         self.leases = LeaseCoordinator(self.config, self.table, aws_client("kinesis", self.config.kinesis),
                                        self.log, self.clock, self.rng, metrics=self.metrics)
         self.metrics_link: metrics_process.Link | None = None
@@ -142,7 +141,6 @@ class Supervisor:
 
     def run(self) -> int:
         if self.metrics.enabled:  # first: it must be forked before any thread or worker exists
-            gc.freeze()  # what is loaded so far stays shared with it (see the second freeze below)
             self.metrics_link = metrics_process.start(self.config, self.log_level, self.log_format)
         self._install_signals()
         lease_settings = self.config.lease
