@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kcl_mp.lease import ExtendedSequenceNumber, Lease
+from kcl_mp.table_rows import read_items
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDER = ROOT / "tests" / "processors" / "recorder.py"
@@ -163,7 +164,7 @@ class TableMonitor(threading.Thread):
                 items = self.dynamodb.scan(TableName=self.table, ConsistentRead=True)["Items"]
             except Exception:
                 continue  # the table may not exist yet
-            leases = {lease.key: lease for lease in map(Lease.from_item, items)}
+            leases = {lease.key: lease for lease in read_items(items).leases}
             now = time.time()
             for key, lease in leases.items():
                 seen = (lease.owner, None if lease.checkpoint is None else str(lease.checkpoint))

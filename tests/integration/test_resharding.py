@@ -20,6 +20,7 @@ import pytest
 
 from kcl_mp.emulator import wait_active
 from kcl_mp.lease import Lease
+from kcl_mp.table_rows import read_items
 
 from .harness import (RECORDER, BackgroundProducer, Daemon, base_properties, recorded, records_only, wait_until,
                       write_properties)
@@ -58,7 +59,7 @@ def _delivered(out: Path) -> set[tuple[str, int]]:
 
 def _leases(dynamodb, table: str) -> dict[str, Lease]:
     items = dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]
-    return {lease.key: lease for lease in map(Lease.from_item, items)}
+    return {lease.key: lease for lease in read_items(items).leases}
 
 
 def _open_shards(kinesis, stream: str) -> set[str]:
