@@ -10,6 +10,9 @@ attribute-value JSON with the Java KCL 2.x/3.x attribute names and types:
 
 Attributes kcl-mp does not model are kept verbatim in ``extra`` and written back, so an
 item written by a Java worker survives a round trip through kcl-mp unchanged.
+
+Not every row of a lease table is a lease: KCL 3.5 keeps its coordinator state and worker
+metrics there too (``table_rows``). ``not_a_lease`` decides, before anything is read as one.
 """
 
 from __future__ import annotations
@@ -92,13 +95,53 @@ ENDING_HASH_KEY = "endingHashKey"
 THROUGHPUT_KBPS = "throughputKBps"
 CHECKPOINT_OWNER = "checkpointOwner"
 
-_MODELLED = frozenset(
-    {
-        LEASE_KEY, LEASE_OWNER, LEASE_COUNTER, OWNER_SWITCHES, CHECKPOINT, CHECKPOINT_SUB,
-        PENDING_CHECKPOINT, PENDING_CHECKPOINT_SUB, PARENT_SHARD_IDS, CHILD_SHARD_IDS,
-        STARTING_HASH_KEY, ENDING_HASH_KEY, CHECKPOINT_OWNER,
-    }
-)
+# KCL 3.5 (EntityType) marks every row of the lease table with its kind; a lease's is LEASE,
+# and a row without one is a lease written before 3.5.
+ENTITY_TYPE = "entityType"
+LEASE_ENTITY = "LEASE"
+
+# The type DynamoDBLeaseSerializer gives each attribute kcl-mp reads or writes.
+_TYPES = {
+    LEASE_KEY: "S", LEASE_OWNER: "S", LEASE_COUNTER: "N", OWNER_SWITCHES: "N", CHECKPOINT: "S",
+    CHECKPOINT_SUB: "N", PENDING_CHECKPOINT: "S", PENDING_CHECKPOINT_SUB: "N", PARENT_SHARD_IDS: "SS",
+    CHILD_SHARD_IDS: "SS", STARTING_HASH_KEY: "S", ENDING_HASH_KEY: "S", CHECKPOINT_OWNER: "S",
+}
+_MODELLED = frozenset(_TYPES)
+
+
+def not_a_lease(item: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """Why the lease table's ``item`` is not a lease, or None when it is one.
+
+    A lease is an item whose ``entityType`` is absent or the string LEASE (Java's own rule),
+    with a non-empty ``leaseKey`` string, a whole-number ``leaseCounter``, and every other
+    attribute kcl-mp reads or writes of the type Java's serializer gives it. Stricter than
+    Java, on purpose: kcl-mp takes, renews and rewrites leases, so a row it cannot read
+    exactly as a lease is left alone (and shown apart), never written over.
+
+    >>> not_a_lease({"leaseKey": {"S": "s-0"}, "leaseCounter": {"N": "4"}, "entityType": {"S": "LEASE"}})
+    >>> not_a_lease({"leaseKey": {"S": "Leader"}, "ownerName": {"S": "w1"}, "entityType": {"S": "LEADER"}})
+    'entityType LEADER'
+    >>> not_a_lease({"leaseKey": {"S": "Leader"}, "ownerName": {"S": "w1"}})
+    'no leaseCounter'
+    >>> not_a_lease({"leaseKey": {"S": "s-0"}, "leaseCounter": {"N": "4"}, "leaseOwner": {"N": "7"}})
+    'leaseOwner is N, not S'
+    """
+    entity = item.get(ENTITY_TYPE)
+    if entity is not None and dict(entity) != {"S": LEASE_ENTITY}:
+        kind, value = next(iter(entity.items()), ("", ""))
+        return f"entityType {value}" if kind == "S" else f"entityType is {kind or 'empty'}, not S"
+    for name, kind in _TYPES.items():
+        value = item.get(name)
+        if value is not None and list(value) != [kind]:
+            return f"{name} is {','.join(value) or 'empty'}, not {kind}"
+    if not item.get(LEASE_KEY, {}).get("S"):
+        return "no leaseKey"
+    if LEASE_COUNTER not in item:
+        return "no leaseCounter"
+    counter = item[LEASE_COUNTER]["N"]
+    if not (counter.isascii() and counter.isdigit()):
+        return f"leaseCounter {counter!r} is not a whole number"
+    return None
 
 
 @dataclass(frozen=True)

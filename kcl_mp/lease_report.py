@@ -9,7 +9,9 @@ itself: it scans twice, failoverTimeMillis apart by default, and calls a lease e
 when its counter did not move for that long. ``--wait 0`` scans once and says that expiry
 was not measured. ``--watch`` redraws the view every few seconds for a person at a
 terminal, marking what changed since the last view (a new owner, a checkpoint that moved);
-expiry is measured once it has watched for failoverTimeMillis. ``summarize`` and
+expiry is measured once it has watched for failoverTimeMillis. Rows of the table that are
+not leases (KCL 3.5's leader lock, client version, table migration and worker metrics)
+are listed apart, never counted as leases (``others``, in JSON too). ``summarize`` and
 ``changes`` are pure; ``main`` does the I/O.
 """
 
@@ -32,6 +34,7 @@ from .errors import KclMpError
 from .lease import Lease
 from .lease_table import LeaseTable
 from .shard_sync import unfinished_parents
+from .table_rows import OtherRow
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,15 @@ class LeaseRow:
 
 
 @dataclass(frozen=True)
+class OtherLine:
+    """A row that is not a lease: its key, its entityType, what it holds."""
+
+    key: str
+    entity_type: str | None
+    summary: str
+
+
+@dataclass(frozen=True)
 class Report:
     table: str
     watched_s: float  # 0: expiry not measured
@@ -55,20 +67,22 @@ class Report:
     finished: int
     handoffs: int
     leases: tuple[LeaseRow, ...]
+    others: tuple[OtherLine, ...] = ()
 
 
 def summarize(table: str, before: Sequence[Lease], after: Sequence[Lease], watched_s: float,
-              failover_s: float) -> Report:
+              failover_s: float, others: Sequence[OtherRow] = ()) -> Report:
     """One report from two scans ``watched_s`` apart (the same scan twice when 0)."""
     counters = {lease.key: lease.counter for lease in before}
     measured = watched_s >= failover_s
     stale = {lease.key for lease in after if measured and counters.get(lease.key) == lease.counter}
-    return report(table, after, stale, watched_s if measured else 0.0)
+    return report(table, after, stale, watched_s if measured else 0.0, others)
 
 
-def report(table: str, leases: Sequence[Lease], expired: set[str], watched_s: float) -> Report:
+def report(table: str, leases: Sequence[Lease], expired: set[str], watched_s: float,
+           others: Sequence[OtherRow] = ()) -> Report:
     """The report of one scan; ``expired``: owned leases whose counter stood still for
-    failoverTimeMillis (``watched_s`` 0: not measured)."""
+    failoverTimeMillis (``watched_s`` 0: not measured); ``others``: its rows that are not leases."""
     by_key = {lease.key: lease for lease in leases}
     rows = []
     for lease in sorted(leases, key=lambda item: item.key):
@@ -100,6 +114,8 @@ def report(table: str, leases: Sequence[Lease], expired: set[str], watched_s: fl
         finished=states["finished"],
         handoffs=states["handoff"],
         leases=tuple(rows),
+        others=tuple(OtherLine(row.key, row.entity_type, row.summary())
+                     for row in sorted(others, key=lambda row: row.key)),
     )
 
 
@@ -141,6 +157,10 @@ def render(report: Report, moved: Mapping[str, str] | None = None) -> str:
                      f"{','.join(row.parents) or '-':<28} {row.state}{note}")
     for key in sorted(k for k, why in (moved or {}).items() if why == "deleted"):
         lines.append(f"{key:<28} (deleted since the last view)")
+    if report.others:
+        lines.append(f"{len(report.others)} rows that are not leases (left alone):")
+        lines.append(f"{'key':<28} {'entityType':<28} what")
+        lines.extend(f"{row.key:<28} {row.entity_type or '-':<28} {row.summary}" for row in report.others)
     return "\n".join(lines)
 
 
@@ -163,14 +183,14 @@ def main(argv: Sequence[str]) -> int:
             return watch(config, table, args.watch, args.count, args.json)
         failover_s = config.lease.failover_time_ms / 1000.0
         wait_s = failover_s + 0.1 if args.wait is None else max(0.0, args.wait)
-        before = table.list_leases()
+        before = table.scan()
         after = before
         if wait_s > 0:
             print(f"watching lease counters for {wait_s:.1f} s to find expired leases (--wait 0 skips this)",
                   file=sys.stderr, flush=True)
             time.sleep(wait_s)
-            after = table.list_leases()
-        shown = summarize(config.lease.table_name, before, after, wait_s, failover_s)
+            after = table.scan()
+        shown = summarize(config.lease.table_name, before.leases, after.leases, wait_s, failover_s, after.others)
     except KclMpError as exc:
         from .cli import fail
 
@@ -198,16 +218,17 @@ def watch(config: Config, table: LeaseTable, every_s: float, count: int | None, 
             views += 1
             now = time.monotonic()
             try:
-                leases = table.list_leases()
+                found = table.scan()
             except KclMpError as exc:
                 print(f"{datetime.now():%H:%M:%S} scan failed: {exc}; retrying in {every_s:.0f} s", flush=True)
                 continue
+            leases = found.leases
             observations = observe(observations, leases, now)
             watched = now - started
             measured = watched >= failover_s
             expired = {lease.key for lease in leases if lease.owner and measured
                        and is_expired(lease, observations.get(lease.key), now, failover_s)}
-            current = report(config.lease.table_name, leases, expired, watched if measured else 0.0)
+            current = report(config.lease.table_name, leases, expired, watched if measured else 0.0, found.others)
             moved = changes(previous, current)
             previous = current
             if as_json:

@@ -26,7 +26,19 @@ checkpointOwner still holds the lease):
                                 ownerSwitchesSinceCheckpoint = 0
                                 REMOVE pendingCheckpoint, pendingCheckpointSubSequenceNumber,
                                 pendingCheckpointState
-    delete          DeleteItem  leaseOwner = :me OR attribute_not_exists(leaseOwner)
+    children        UpdateItem  (only the prefix below)
+                                ADD childShardIds :children
+    delete          DeleteItem  checkpoint = SHARD_END
+
+Every write but create is also conditioned on the item being a lease (``lease.not_a_lease``,
+as far as a condition can say it), so no write of kcl-mp can alter a row KCL 3.5 keeps
+beside the leases (``table_rows``): the checkpoint and the delete prefix their condition
+with ``is a lease AND``, every other UpdateItem with ``attribute_exists(leaseKey) AND is a
+lease AND``, where "is a lease" is ``attribute_type(leaseCounter, N) AND
+(attribute_not_exists(entityType) OR entityType = LEASE)``. Create needs no such condition:
+``attribute_not_exists(leaseKey)`` holds for no existing row. Reads split the same way: a
+scan returns the leases and the other rows apart, and ``get`` reads a row that is not a
+lease as no lease.
 
 These are the Java KCL's writes (DynamoDBLeaseRefresher / DynamoDBLeaseSerializer; the
 handoff ones are KCL 3.x's initiateGracefulLeaseHandoff and evictLease), so Java workers
@@ -52,7 +64,9 @@ from .lease import (
     CHECKPOINT_OWNER,
     CHECKPOINT_SUB,
     CHILD_SHARD_IDS,
+    ENTITY_TYPE,
     LEASE_COUNTER,
+    LEASE_ENTITY,
     LEASE_KEY,
     LEASE_OWNER,
     OWNER_SWITCHES,
@@ -62,12 +76,18 @@ from .lease import (
     SHARD_END,
     ExtendedSequenceNumber,
     Lease,
+    not_a_lease,
 )
+from .table_rows import TableScan, read_items
 from .wire import DEPENDENCY, INVALID_STATE, LEASE_MOVED, THROTTLED
 
 OWNER_INDEX = "LeaseOwnerToLeaseKeyIndex"
 # This worker (:me) holds the lease: it owns it, or it is the old owner of a handoff.
 _HOLDS = "((#o = :me AND attribute_not_exists(#co)) OR #co = :me)"
+# The item is a lease, not a row KCL 3.5 keeps beside them (lease.not_a_lease's rule).
+_IS_LEASE = "attribute_type(#lc, :n) AND (attribute_not_exists(#et) OR #et = :lease)"
+_IS_LEASE_NAMES = {"#lc": LEASE_COUNTER, "#et": ENTITY_TYPE}
+_IS_LEASE_VALUES = {":n": {"S": "N"}, ":lease": {"S": LEASE_ENTITY}}
 
 
 
@@ -144,18 +164,21 @@ class LeaseTable:
 
     # -- reads -----------------------------------------------------------------------
 
-    def list_leases(self) -> list[Lease]:
-        return list(self._scan())
+    def scan(self) -> TableScan:
+        """Every row: the leases, and apart from them the rows that are not leases."""
+        return read_items(self._items())
 
-    def _scan(self) -> Iterator[Lease]:
+    def list_leases(self) -> list[Lease]:
+        return list(self.scan().leases)
+
+    def _items(self) -> Iterator[dict[str, Any]]:
         kwargs: dict[str, Any] = {"TableName": self.name, "ConsistentRead": True}
         for _ in range(100_000):  # bounded: 100k pages of up to 1 MB
             try:
                 page = self.client.scan(**kwargs)
             except AWS_ERRORS as exc:
                 raise translate(exc, f"scanning lease table {self.name}") from exc
-            for item in page.get("Items", ()):
-                yield Lease.from_item(item)
+            yield from page.get("Items", ())
             if "LastEvaluatedKey" not in page:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -167,7 +190,7 @@ class LeaseTable:
             ).get("Item")
         except AWS_ERRORS as exc:
             raise translate(exc, f"reading lease {key}") from exc
-        return None if item is None else Lease.from_item(item)
+        return None if item is None or not_a_lease(item) else Lease.from_item(item)
 
     # -- ownership writes (the supervisor's) ------------------------------------------
 
@@ -270,9 +293,9 @@ class LeaseTable:
             self.client.delete_item(
                 TableName=self.name,
                 Key={LEASE_KEY: {"S": key}},
-                ConditionExpression="#cp = :end",
-                ExpressionAttributeNames={"#cp": CHECKPOINT},
-                ExpressionAttributeValues={":end": {"S": SHARD_END}},
+                ConditionExpression=f"{_IS_LEASE} AND #cp = :end",
+                ExpressionAttributeNames={"#cp": CHECKPOINT, **_IS_LEASE_NAMES},
+                ExpressionAttributeValues={":end": {"S": SHARD_END}, **_IS_LEASE_VALUES},
             )
             return True
         except AWS_ERRORS as exc:
@@ -296,7 +319,7 @@ class LeaseTable:
                 TableName=self.name,
                 Key={LEASE_KEY: {"S": key}},
                 UpdateExpression="SET #cp = :seq, #cs = :sub, #sw = :zero REMOVE #p, #ps, #pst",
-                ConditionExpression=f"{_HOLDS} AND (attribute_not_exists(#cp) OR #cp <> :end)",
+                ConditionExpression=f"{_IS_LEASE} AND {_HOLDS} AND (attribute_not_exists(#cp) OR #cp <> :end)",
                 ExpressionAttributeNames={
                     "#cp": CHECKPOINT,
                     "#cs": CHECKPOINT_SUB,
@@ -306,8 +329,10 @@ class LeaseTable:
                     "#pst": PENDING_CHECKPOINT_STATE,
                     "#o": LEASE_OWNER,
                     "#co": CHECKPOINT_OWNER,
+                    **_IS_LEASE_NAMES,
                 },
                 ExpressionAttributeValues={
+                    **_IS_LEASE_VALUES,
                     ":seq": {"S": position.sequence_number},
                     ":sub": {"N": str(position.sub_sequence_number)},
                     ":zero": {"N": "0"},
@@ -335,9 +360,9 @@ class LeaseTable:
                 TableName=self.name,
                 Key={LEASE_KEY: {"S": key}},
                 UpdateExpression=update,
-                ConditionExpression=f"attribute_exists(#k) AND ({condition})",
-                ExpressionAttributeNames={"#k": LEASE_KEY, **names},
-                ExpressionAttributeValues=values,
+                ConditionExpression=f"attribute_exists(#k) AND {_IS_LEASE} AND ({condition})",
+                ExpressionAttributeNames={"#k": LEASE_KEY, **_IS_LEASE_NAMES, **names},
+                ExpressionAttributeValues={**_IS_LEASE_VALUES, **values},
                 ReturnValues="ALL_NEW",
             )
         except AWS_ERRORS as exc:

@@ -154,7 +154,12 @@ class Supervisor:
             self.log.info("created lease table %s", lease_settings.table_name)
         if self.config.retrieval.mode == "FANOUT":
             self.consumer_arn = fanout.consumer_arn(self.config, self.leases.kinesis, self.log)
-        leases = self.table.list_leases()
+        found = self.table.scan()
+        leases = list(found.leases)
+        if found.others:
+            self.log.info("lease table %s also holds %d rows that are not leases, left alone: %s",
+                          lease_settings.table_name, len(found.others),
+                          ", ".join(f"{row.key} ({row.entity_type or row.why})" for row in found.others))
         self.leases.last_seen = {lease.key: lease for lease in leases}
         sync_interval_s = lease_settings.shard_sync_interval_ms / 1000.0
         now = self.clock()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,9 +16,44 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kcl_mp.lease import ExtendedSequenceNumber, Lease
+from kcl_mp.lease_table import LeaseTable
+from kcl_mp.table_rows import read_items
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDER = ROOT / "tests" / "processors" / "recorder.py"
+
+# What a Java KCL 3.5 fleet keeps in the lease table beside the leases (tests/fixtures).
+JAVA_ROWS = json.loads((ROOT / "tests" / "fixtures" / "java_kcl_3.5_rows.json").read_text())["rows"]
+
+
+def put_java_rows(dynamodb, table: str) -> list[dict]:
+    """Put the rows of a Java KCL 3.5 fleet's lease table that are not leases (creating the
+    table first); the items as DynamoDB then returns them, to compare with later."""
+    LeaseTable(dynamodb, table).ensure_table()
+    for item in JAVA_ROWS:
+        dynamodb.put_item(TableName=table, Item=item)
+    return [_raw(dynamodb, table, item["leaseKey"]) for item in JAVA_ROWS]
+
+
+def assert_java_rows_untouched(dynamodb, table: str, before: list[dict]) -> None:
+    """Byte for byte: each row's raw item now, as canonical JSON, is what it was."""
+    for item in before:
+        now = _raw(dynamodb, table, item["leaseKey"])
+        assert json.dumps(now, sort_keys=True) == json.dumps(item, sort_keys=True), item["leaseKey"]
+
+
+def _raw(dynamodb, table: str, key: dict) -> dict:
+    return dynamodb.get_item(TableName=table, Key={"leaseKey": key}, ConsistentRead=True)["Item"]
+
+
+def assert_takers_count_only_leases(log: str, possible: range) -> None:
+    """Every "taker: N leases, W workers, target T" line counts the leases alone: N is a
+    possible number of unfinished leases, T is N shared among W."""
+    found = re.findall(r"taker: (\d+) leases, (\d+) workers, target (\d+)", log)
+    assert found, "no taker line"
+    for count, workers, target in found:
+        assert int(count) in possible and int(target) == math.ceil(int(count) / int(workers)), (count, workers, target)
+    assert not re.search(r"lease (Leader|Migration3\.0|TableMigration3\.5|java-worker-1)\b", log)
 
 
 def write_properties(path: Path, **keys: object) -> Path:
@@ -163,7 +200,7 @@ class TableMonitor(threading.Thread):
                 items = self.dynamodb.scan(TableName=self.table, ConsistentRead=True)["Items"]
             except Exception:
                 continue  # the table may not exist yet
-            leases = {lease.key: lease for lease in map(Lease.from_item, items)}
+            leases = {lease.key: lease for lease in read_items(items).leases}
             now = time.time()
             for key, lease in leases.items():
                 seen = (lease.owner, None if lease.checkpoint is None else str(lease.checkpoint))

@@ -13,7 +13,8 @@ from kcl_mp.emulator import ensure_stream
 from kcl_mp.lease import ExtendedSequenceNumber, Lease
 from kcl_mp.lease_table import LeaseTable
 
-from .harness import RECORDER, ROOT, Daemon, base_properties, wait_until, write_properties
+from .harness import (RECORDER, ROOT, Daemon, assert_java_rows_untouched, base_properties, put_java_rows, wait_until,
+                      write_properties)
 
 pytestmark = pytest.mark.integration
 
@@ -108,13 +109,22 @@ def test_leases_report_reads_the_table(tmp_path, moto_url, dynamodb, unique_name
     table.ensure_table()
     for i, owner in enumerate(["host-a", "host-a", "host-b", None]):
         table.create_if_absent(Lease(f"shardId-{i:012d}", owner, 3, ExtendedSequenceNumber("TRIM_HORIZON")))
+    java_rows = put_java_rows(dynamodb, app)  # a Java KCL 3.5 fleet's rows beside the leases
     props = write_properties(tmp_path / "app.properties", **base_properties(moto_url, unique_name, app, "true"))
     run = kcl_mp("leases", "--properties", str(props), "--json", "--wait", "0")
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert report["workers"] == {"host-a": 2, "host-b": 1} and report["spread"] == 1 and report["unowned"] == 1
+    assert [row["key"] for row in report["leases"]] == [f"shardId-{i:012d}" for i in range(4)]
+    assert {row["key"]: row["entity_type"] for row in report["others"]} == {
+        "Leader": "LEADER", "Migration3.0": "CLIENT_VERSION_MIGRATION", "TableMigration3.5": "TABLE_MIGRATION",
+        "java-worker-1": "WORKER_METRIC_STATS"}
     text = kcl_mp("leases", "--properties", str(props), "--wait", "0")
     assert "4 leases (4 active, 0 finished) on 2 workers; spread 1" in text.stdout, text.stdout + text.stderr
+    leases, others = text.stdout.split("4 rows that are not leases (left alone):\n")
+    assert "Leader" not in leases and "leader lock held by java-worker-1" in others
+    assert "client version CLIENT_VERSION_3X" in others and "worker metrics of java-worker-1" in others
+    assert_java_rows_untouched(dynamodb, app, java_rows)
     missing = kcl_mp("leases", "--properties", str(props), "--wait", "0", "--set", "x=y")
     assert missing.returncode == 2
 

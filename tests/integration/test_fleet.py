@@ -6,6 +6,9 @@ handoffs that re-deliver nothing; one is then SIGKILLed and the other two must h
 16 within failoverTimeMillis + one take interval. A monitor polls the lease table the
 whole time: no checkpoint may ever go backwards. At the end every record put was
 delivered at least once, and duplicates exist only on shards the killed host held.
+The lease table also holds the four rows a Java KCL 3.5 fleet keeps there (leader lock,
+client version, table migration, worker metrics): no host counts, takes or writes them,
+and they come out byte for byte as they went in.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import pytest
 from kcl_mp.emulator import ensure_stream
 from kcl_mp.producer import produce
 
-from .harness import (RECORDER, BackgroundProducer, Daemon, TableMonitor, base_properties, recorded, records_only,
+from .harness import (RECORDER, BackgroundProducer, Daemon, TableMonitor, assert_java_rows_untouched,
+                      assert_takers_count_only_leases, base_properties, put_java_rows, recorded, records_only,
                       wait_until, write_properties)
 
 pytestmark = pytest.mark.integration
@@ -49,6 +53,7 @@ def test_three_hosts_balance_fail_over_and_deliver_everything(tmp_path, kinesis,
                                                     keys=512, seed=n), every_s=0.5)
     monitor = TableMonitor(dynamodb, app)
     hosts: dict[str, Daemon] = {}
+    java_rows = put_java_rows(dynamodb, app)
     producer.start()
     monitor.start()
     try:
@@ -106,6 +111,11 @@ def test_three_hosts_balance_fail_over_and_deliver_everything(tmp_path, kinesis,
           f"{sum(n - 1 for n in deliveries.values())} re-deliveries (all on host-c's {len(victim_shards)} shards), "
           f"{len(refused)} refused checkpoints")
     assert "asked host-a to hand lease" in hosts["host-b"].output()
+    assert_java_rows_untouched(dynamodb, app, java_rows)
+    for daemon in hosts.values():
+        log = daemon.output()
+        assert_takers_count_only_leases(log, range(SHARDS, SHARDS + 1))
+        assert "4 rows that are not leases, left alone" in log
 
 
 def test_a_checkpoint_after_the_lease_moved_is_refused_then_lease_lost(tmp_path, kinesis, dynamodb, moto_url,

@@ -9,6 +9,7 @@ import pytest
 
 from kcl_mp.lease import SHARD_END, ExtendedSequenceNumber, Lease
 from kcl_mp.lease_table import OWNER_INDEX, LeaseTable
+from kcl_mp.wire import LEASE_MOVED
 
 REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "java_kcl_3.1.3_tables.json"
 
@@ -133,3 +134,48 @@ def test_handoff_cancel_and_forced_take(table):
     forced = table.take(asked, "B")  # the timeout passed: the thief takes it, the handoff ends
     assert forced.owner == "B" and forced.checkpoint_owner is None
     assert table.renew(asked, "A") is None
+
+
+JAVA_3_5 = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "java_kcl_3.5_rows.json").read_text())
+
+
+def test_no_write_alters_a_row_that_is_not_a_lease(table, dynamodb):
+    """KCL 3.5's rows, and rows shaped a little like leases (a counter stored as a string, an
+    unknown entityType), refuse every write kcl-mp sends, even one aimed at them on purpose."""
+    odd = [
+        {"leaseKey": {"S": "odd-counter"}, "leaseCounter": {"S": "3"}, "leaseOwner": {"S": "w1"}},
+        {"leaseKey": {"S": "odd-type"}, "entityType": {"S": "STREAM"}, "leaseCounter": {"N": "3"},
+         "leaseOwner": {"S": "w1"}, "checkpoint": {"S": SHARD_END}},
+    ]
+    rows = [*JAVA_3_5["rows"], *odd]
+    for item in rows:
+        dynamodb.put_item(TableName=table.name, Item=item)
+    found = table.scan()
+    assert found.leases == () and [row.key for row in found.others] == sorted(row["leaseKey"]["S"] for row in rows)
+    for item in rows:
+        key = item["leaseKey"]["S"]
+        assert table.get(key) is None
+        aimed = Lease(key, owner="w1", counter=3, checkpoint_owner=None)
+        assert table.create_if_absent(Lease(key)) is False
+        assert table.take(aimed, "w2") is None
+        assert table.renew(aimed, "w1") is None
+        assert table.handoff_start(aimed, "w2") is None
+        assert table.handoff_finish(key, "w1") is False
+        assert table.handoff_cancel(key, "w1", "w2") is False
+        assert table.release(key, "w1") is False
+        assert table.add_child_shards(key, ["child"]) is False
+        assert table.checkpoint(key, "w1", ExtendedSequenceNumber("5")) == LEASE_MOVED
+        assert table.delete_finished(key) is False
+    after = dynamodb.scan(TableName=table.name, ConsistentRead=True)["Items"]
+    assert sorted(map(json.dumps, after)) == sorted(map(json.dumps, rows))
+
+
+def test_a_3_5_lease_is_a_lease_and_keeps_its_entity_type(table, dynamodb):
+    dynamodb.put_item(TableName=table.name, Item=JAVA_3_5["lease"])
+    (lease,) = table.list_leases()
+    taken = table.take(lease, "w2")
+    assert taken is not None and table.renew(taken, "w2") is not None
+    assert table.checkpoint(lease.key, "w2", ExtendedSequenceNumber("5")) is None
+    item = dynamodb.get_item(TableName=table.name, Key={"leaseKey": {"S": lease.key}},
+                             ConsistentRead=True)["Item"]
+    assert item["entityType"] == {"S": "LEASE"} and item["leaseOwner"] == {"S": "w2"} and item["checkpoint"] == {"S": "5"}

@@ -57,3 +57,27 @@ def test_changes_between_two_views_name_what_moved():
     assert changes(None, after) == {}
     text = render(after, moved)
     assert "<- owner was w1" in text and "d" in text and "(deleted since the last view)" in text
+
+
+def test_rows_that_are_not_leases_are_listed_apart_and_never_counted():
+    import json
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from kcl_mp.table_rows import read_items
+
+    java = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "java_kcl_3.5_rows.json").read_text())
+    found = read_items([*java["rows"], java["lease"], Lease("shardId-000000000001", "A", 3).to_item()])
+    shown = summarize("app", found.leases, found.leases, 0.0, 10.0, found.others)
+    assert [row.key for row in shown.leases] == ["shardId-000000000000", "shardId-000000000001"]
+    assert shown.workers == {"A": 1, "java-worker-1": 1} and shown.unowned == 0
+    assert [(row.key, row.entity_type) for row in shown.others] == [
+        ("Leader", "LEADER"), ("Migration3.0", "CLIENT_VERSION_MIGRATION"),
+        ("TableMigration3.5", "TABLE_MIGRATION"), ("java-worker-1", "WORKER_METRIC_STATS")]
+    assert asdict(shown)["others"][0] == {"key": "Leader", "entity_type": "LEADER",
+                                          "summary": "leader lock held by java-worker-1 (leaseDuration 120000 ms)"}
+    text = render(shown)
+    assert "2 leases (2 active, 0 finished) on 2 workers" in text
+    head, apart = text.split("4 rows that are not leases (left alone):\n")
+    assert "Leader" not in head and "Migration3.0" not in head
+    assert "client version CLIENT_VERSION_3X" in apart and "TABLE_MIGRATION_STATUS_COMPLETE" in apart
