@@ -253,9 +253,9 @@ class StdoutNote:
 
 def silence(lines_read: int, pending: bytes, last: StdoutNote | None) -> StdoutNote | None:
     """Why no message came, as far as the child's stdout shows: an unfinished last line
-    (Java reads a line only once it ends), nothing at all (only inferred: a write left in
-    the child's own buffer looks the same), or a last line Java skipped or cut short.
-    None: its last line was a message, then nothing.
+    (Java reads a line only once it ends), a last line Java skipped or read only in part,
+    or nothing at all since ``lines_read`` was counted (only inferred: a write left in the
+    child's own buffer looks the same). None: it wrote messages, then nothing.
 
     >>> silence(0, b"", None).reason
     "nothing was written to stdout: was stdout flushed? (inferred: a write left in the processor's buffer looks the same as no write)"
@@ -263,10 +263,12 @@ def silence(lines_read: int, pending: bytes, last: StdoutNote | None) -> StdoutN
     if pending:
         return StdoutNote(UNREAD, "the last line has no newline: it was never read",
                           pending[:NOTE_CHARS * 4].decode("utf-8", "replace")[:NOTE_CHARS], len(pending))
+    if last is not None and last.kind in (SKIPPED, TEXT, IGNORED):
+        return last  # the last line it wrote: what it meant by it is the likely cause
     if lines_read == 0:
         return StdoutNote(SILENT, "nothing was written to stdout: was stdout flushed? (inferred: a write left in "
                                   "the processor's buffer looks the same as no write)")
-    return last if last is not None and last.kind in (SKIPPED, TEXT, IGNORED) else None
+    return None
 
 
 class _IntText(str):
