@@ -258,7 +258,7 @@ def silence(lines_read: int, pending: bytes, last: StdoutNote | None) -> StdoutN
     child's own buffer looks the same). None: it wrote messages, then nothing.
 
     >>> silence(0, b"", None).reason
-    "nothing was written to stdout: was stdout flushed? (inferred: a write left in the processor's buffer looks the same as no write)"
+    "nothing was written to stdout: was stdout flushed? (inferred: a write left in the processor's buffer looks the same as a processor still at work)"
     """
     if pending:
         return StdoutNote(UNREAD, "the last line has no newline: it was never read",
@@ -267,7 +267,7 @@ def silence(lines_read: int, pending: bytes, last: StdoutNote | None) -> StdoutN
         return last  # the last line it wrote: what it meant by it is the likely cause
     if lines_read == 0:
         return StdoutNote(SILENT, "nothing was written to stdout: was stdout flushed? (inferred: a write left in "
-                                  "the processor's buffer looks the same as no write)")
+                                  "the processor's buffer looks the same as a processor still at work)")
     return None
 
 

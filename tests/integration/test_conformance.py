@@ -70,7 +70,7 @@ def test_a_broken_processor_fails_precisely(mode, only, status, why):
      "the last line has no newline: it was never read"),
     ("unflushed", "nothing written", "none",
      "nothing was written to stdout: was stdout flushed? (inferred: a write left in the processor's buffer looks "
-     "the same as no write)"),
+     "the same as a processor still at work)"),
 ])
 def test_a_lost_status_is_reported_with_the_line_and_the_reason(mode, what, line, why):
     run = check("--only", "graceful", "--", *BROKEN, mode, timeout_s=4)
