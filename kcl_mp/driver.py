@@ -40,6 +40,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from .child_stdout import EOF, ChildStdout
 from .command import resolve_command
 from .errors import (
     LeaseLostError,
@@ -51,7 +52,6 @@ from .errors import (
     ThrottledError,
 )
 from .lease import ExtendedSequenceNumber
-from .child_stdout import EOF, ChildStdout
 from .protocol import Conversation, Done, Reply, Store
 from .wire import DEPENDENCY, LEASE_MOVED, THROTTLED, Batch, LineSplitter, Message, StdoutNote
 
