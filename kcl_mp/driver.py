@@ -3,19 +3,23 @@
 ``protocol.Conversation`` decides; this module does the I/O around it. The Java daemon
 reads and writes the child concurrently (PROTOCOL.md 2), and so does this:
 
-- a thread reads the child's stdout, cuts it into lines, parses them and queues the
-  messages (lines Java would skip are logged here, at once, and never queued);
+- a thread reads the child's stdout, cuts it into lines and hands them to a
+  ``ChildStdout``, which queues the messages (lines Java would skip are logged at once and
+  never queued) and keeps a note of every line Java would not take as the child meant
+  (``take_notes``: what the conformance kit reports);
 - a thread reads stderr, logs each line with the shard id (rate-limited: a looping child
   cannot flood the log; suppressed lines are counted and reported) and keeps the last
   lines for error messages;
 - the calling thread writes to the child's stdin (non-blocking, so a child that stops
   reading cannot hold it past ``timeout_s``) and takes queued messages while a status is
-  awaited. Messages that arrived before an action was sent are taken as part of that
-  action's exchange, as Java does (it only reads while it waits), with a warning.
+  awaited. Messages written after a status, before the next action was sent, are taken
+  as part of that action's exchange, as Java does (it only reads while it waits), with a
+  warning.
 
 Failures, all ``ProcessorError`` (the shard is restarted; Java would exit the daemon):
 stdout EOF or a broken pipe -> ``ProcessorExitedError`` with the exit status or signal and
-the last stderr lines; no message within ``timeout_s`` -> ``ProcessorTimeoutError``; a
+the last stderr lines; no message within ``timeout_s`` -> ``ProcessorTimeoutError``, with
+what stdout shows (a last line without a newline, nothing at all, a skipped line); a
 status for the wrong action -> ``ProtocolError``. The child runs in its own session, so
 ``close`` can stop its whole process group: stdin closed, ``grace_s`` to exit, then
 SIGTERM, then SIGKILL.
@@ -36,6 +40,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from .child_stdout import EOF, ChildStdout
 from .command import resolve_command
 from .errors import (
     LeaseLostError,
@@ -48,7 +53,7 @@ from .errors import (
 )
 from .lease import ExtendedSequenceNumber
 from .protocol import Conversation, Done, Reply, Store
-from .wire import DEPENDENCY, LEASE_MOVED, THROTTLED, Batch, LineSplitter, Message, Skip, parse_line
+from .wire import DEPENDENCY, LEASE_MOVED, THROTTLED, Batch, LineSplitter, Message, StdoutNote
 
 Checkpointer = Callable[[ExtendedSequenceNumber], "str | None"]
 
@@ -64,8 +69,6 @@ _MAX_LOGGED_CHARS = 2000
 _PIPE_SIZE = 1 << 20  # fewer wake-ups when writing a 14 MB processRecords line
 COALESCE_BYTES = 256 << 10  # more than this left to write to a full pipe: let the reader drain first
 COALESCE_S = 0.0002
-
-_EOF = object()
 
 
 class LineBudget:
@@ -121,8 +124,7 @@ class ProcessorChild:
         self._conv = Conversation(shard_id)
         self._proc: subprocess.Popen[bytes] | None = None
         self._stdin_fd = -1
-        self._messages: queue.Queue[Any] = queue.Queue()
-        self._overflow = False
+        self._stdout = ChildStdout(shard_id, MAX_QUEUED)
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self._tail_lock = threading.Lock()  # copying a deque while another thread appends raises
         self._readers: list[threading.Thread] = []
@@ -150,7 +152,7 @@ class ProcessorChild:
             pass  # a smaller pipe only means more wake-ups
         os.set_blocking(self._stdin_fd, False)
         for name, pipe, splitter, handle in (
-                ("stdout", proc.stdout, LineSplitter(), self._stdout_line),
+                ("stdout", proc.stdout, self._stdout.splitter, self._stdout_line),
                 ("stderr", proc.stderr, LineSplitter(max_bytes=1 << 16), self._stderr_line)):
             thread = threading.Thread(target=self._pump, args=(pipe.fileno(), name, splitter, handle),
                                       daemon=True, name=f"{name}-{self.shard_id}")
@@ -160,6 +162,10 @@ class ProcessorChild:
     @property
     def pid(self) -> int | None:
         return None if self._proc is None else self._proc.pid
+
+    def take_notes(self) -> list[StdoutNote]:
+        """What the child wrote that Java would not take as meant, since the last call."""
+        return self._stdout.take_notes()
 
     @property
     def last_checkpoint(self) -> ExtendedSequenceNumber | None:
@@ -193,11 +199,12 @@ class ProcessorChild:
         self._join_readers(proc.pid)
         while True:  # Java logs what the child wrote after its last exchange
             try:
-                item = self._messages.get_nowait()
+                item = self._stdout.messages.get_nowait()
             except queue.Empty:
                 break
-            if item is not _EOF:
-                self.log.info("Drained line for shard %s: %s", self.shard_id, item.line[:_MAX_LOGGED_CHARS])
+            if item is not EOF:
+                self.log.info("Drained line for shard %s: %s", self.shard_id, item[0].line[:_MAX_LOGGED_CHARS])
+                self._stdout.drained(*item)
         if not any(thread.is_alive() for thread in self._readers):
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
@@ -251,15 +258,16 @@ class ProcessorChild:
         """Write ``action`` and serve the child's messages until its status arrives."""
         if self._proc is None or self._closed:
             raise RuntimeError(f"the processor for {self.shard_id} is not running (not started, or closed)")
-        early = self._messages.qsize()  # written before the action existed
+        self._stdout.expect(action)  # before writing: its answer cannot come sooner
         try:
             self._write(line, action)
             while True:
-                message = self._next(action)
-                if early > 0:
-                    early -= 1
-                    self.log.warning("processor for %s wrote %r before %s was sent; it is taken as part of the %s "
-                                     "exchange, as the Java daemon does", self.shard_id, message.line[:200], action, action)
+                message, late = self._next(action)
+                if late is not None:
+                    after = f"after the status for {late.after}, " if late.after else ""
+                    self.log.warning("processor for %s wrote %r %sbefore %s was sent; it is taken as part of the %s "
+                                     "exchange, as the Java daemon does", self.shard_id, message.line[:200], after,
+                                     action, action)
                 outcome = self._conv.receive(message)
                 if isinstance(outcome, Done):
                     return
@@ -327,31 +335,34 @@ class ProcessorChild:
                 # instead of waking once per 4 KB (thousands of wake-ups per 14 MB batch).
                 time.sleep(COALESCE_S)
 
-    def _next(self, action: str) -> Message:
+    def _next(self, action: str) -> tuple[Message, StdoutNote | None]:
         deadline = self._deadline()
         exited_at: float | None = None
+        lines = self._stdout.lines
         assert self._proc is not None
         while True:
-            if self._overflow:
+            if self._stdout.overflow:
                 raise ProtocolError(f"processor for {self.shard_id} wrote more than {MAX_QUEUED} messages "
                                     "nobody asked for")
             wait = POLL_S
             if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise ProcessorTimeoutError(f"processor for {self.shard_id} sent no message within "
-                                                f"{self.timeout_s:g} s while the status for {action} was awaited")
+                    why = self._stdout.silence(lines)
+                    raise ProcessorTimeoutError(
+                        f"processor for {self.shard_id} sent no message within {self.timeout_s:g} s while the "
+                        f"status for {action} was awaited" + ("" if why is None else f"; {why.summary()}"))
                 wait = min(wait, remaining)
             try:
-                item = self._messages.get(timeout=wait)
+                item = self._stdout.messages.get(timeout=wait)
             except queue.Empty:
                 if self._proc.poll() is not None:  # exited; its stdout may be held open elsewhere
                     exited_at = exited_at or time.monotonic()
                     if time.monotonic() - exited_at > EXIT_GRACE_S:
                         raise self._exited(f"while the status for {action} was awaited") from None
                 continue
-            if item is _EOF:
-                self._messages.put(_EOF)  # stays at the end for any later wait
+            if item is EOF:
+                self._stdout.messages.put(EOF)  # stays at the end for any later wait
                 raise self._exited(f"while the status for {action} was awaited")
             return item
 
@@ -392,19 +403,13 @@ class ProcessorChild:
         finally:
             self._report_dropped(budget.flush(), stream)
             if stream == "stdout":
-                self._messages.put(_EOF)
+                self._stdout.messages.put(EOF)
 
     def _stdout_line(self, raw: bytes, budget: LineBudget) -> None:
-        message = parse_line(raw.decode("utf-8", "replace"))
-        if message is None:
-            return
-        if isinstance(message, Skip):
-            self._log_limited(budget, "stdout", logging.INFO, "Skipping unexpected line on STDOUT for shard %s: %s",
-                              self.shard_id, message.line[:_MAX_LOGGED_CHARS])
-        elif self._messages.qsize() >= MAX_QUEUED:
-            self._overflow = True
-        else:
-            self._messages.put(message)
+        said = self._stdout.line(raw)
+        if said is not None:
+            level, msg, args = said
+            self._log_limited(budget, "stdout", level, msg, *args)
 
     def _stderr_line(self, raw: bytes, budget: LineBudget) -> None:
         text = raw.decode("utf-8", "replace").rstrip()

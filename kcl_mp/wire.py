@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
@@ -177,18 +177,27 @@ class LineSplitter:
         self._parts, self._size = [], 0
         return [rest] if rest else []
 
+    @property
+    def pending(self) -> bytes:
+        """The unfinished line: bytes after the last line break (Java waits for its end)."""
+        return b"".join(self._parts)
+
 
 @dataclass(frozen=True)
 class Status:
+    action: ClassVar[str] = "status"
     response_for: str | None
     line: str = field(default="", compare=False)
+    ignored: str = field(default="", compare=False)  # why the rest of the line went unread, if it mattered
 
 
 @dataclass(frozen=True)
 class CheckpointRequest:
+    action: ClassVar[str] = "checkpoint"
     sequence_number: str | None
     sub_sequence_number: int | None
     line: str = field(default="", compare=False)
+    ignored: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -197,17 +206,69 @@ class Other:
 
     action: str
     line: str = field(default="", compare=False)
+    ignored: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
 class Skip:
-    """A line Java would skip, logging ``Skipping unexpected line on STDOUT``."""
+    """A line Java would skip, logging ``Skipping unexpected line on STDOUT``; ``meant``: it
+    has an ``action``, so its writer meant a message (plain text and JSON logs are not)."""
 
     line: str
     reason: str
+    meant: bool = False
 
 
 Message = Status | CheckpointRequest | Other
+
+# What became of a stdout line Java would not take as its writer meant (StdoutNote.kind).
+SKIPPED = "skipped"  # meant as a message (it has an action), skipped by Java
+TEXT = "text"  # plain text or a JSON log line: skipped, as it should be
+IGNORED = "ignored"  # a second message on the line of another: Java reads only the first
+LATE = "late"  # a message written after a status, before the next action was sent
+DRAINED = "drained"  # read only after the child's stdin was closed: Java logs it, unread
+UNREAD = "unread"  # the last line has no line break: Java waits for its end
+SILENT = "silent"  # nothing written while a message was awaited
+NOTE_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class StdoutNote:
+    """A stdout line (or its absence) Java would not take as the child meant, for reports
+    such as the conformance kit's: ``line`` cut at NOTE_CHARS, ``size`` its bytes,
+    ``after`` the status a LATE message followed (None: sent before the first action)."""
+
+    kind: str
+    reason: str
+    line: str = ""
+    size: int = 0
+    after: str | None = None
+
+    def summary(self) -> str:
+        """One line for a log or an error: the reason, and the line if there is one."""
+        if not self.line:
+            return self.reason
+        return f"{self.reason}: {self.line[:200]!r}{'...' if self.size > 200 else ''} ({self.size} bytes)"
+
+
+def silence(lines_read: int, pending: bytes, last: StdoutNote | None) -> StdoutNote | None:
+    """Why no message came, as far as the child's stdout shows: an unfinished last line
+    (Java reads a line only once it ends), a last line Java skipped or read only in part,
+    or nothing at all since ``lines_read`` was counted (only inferred: a write left in the
+    child's own buffer looks the same). None: it wrote messages, then nothing.
+
+    >>> silence(0, b"", None).reason
+    "nothing was written to stdout: was stdout flushed? (inferred: a write left in the processor's buffer looks the same as a processor still at work)"
+    """
+    if pending:
+        return StdoutNote(UNREAD, "the last line has no newline: it was never read",
+                          pending[:NOTE_CHARS * 4].decode("utf-8", "replace")[:NOTE_CHARS], len(pending))
+    if last is not None and last.kind in (SKIPPED, TEXT, IGNORED):
+        return last  # the last line it wrote: what it meant by it is the likely cause
+    if lines_read == 0:
+        return StdoutNote(SILENT, "nothing was written to stdout: was stdout flushed? (inferred: a write left in "
+                                  "the processor's buffer looks the same as a processor still at work)")
+    return None
 
 
 class _IntText(str):
@@ -253,36 +314,82 @@ def _as_long(value: Any) -> Any:
     return number if _LONG_MIN <= number <= _LONG_MAX else _NOT_MAPPED
 
 
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    return {list: "an array", str: "a string", dict: "an object"}.get(type(value), "a number")
+
+
+def _rest_ignored(first: str, rest: str) -> str:
+    """Why text after the first JSON value matters: Java ignores it, so a second message is lost."""
+    rest = rest.strip(" \t")
+    if not rest.startswith("{"):
+        return ""  # trailing junk: ignored, and nothing was meant by it
+    try:
+        second, _ = _DECODER.raw_decode(rest)
+    except ValueError:
+        second = None
+    what = f"the second ({second['action']})" if isinstance(second, dict) and "action" in second else "the rest"
+    return f"two JSON messages on one line: Java reads only the first ({first}); {what} is ignored"
+
+
+def _unknown_action(action: str) -> str:
+    if action == "record":
+        return "unknown action 'record' (records exist only inside processRecords)"
+    same = [known for known in _FIELDS if known.lower() == action.lower()]
+    return f"unknown action {action!r}" + (f" (actions are case-sensitive: {same[0]!r})" if same else "")
+
+
 def parse_line(line: str) -> Message | Skip | None:
     """A child's stdout line (without terminator) as Java's reader sees it: None for an
-    empty line (ignored silently), ``Skip`` for anything Java's mapper rejects, else the
-    message. Lenient as Java: keys in any order, blanks around, trailing text after the
-    first JSON value, numbers as sequence numbers and numeric strings as sub-sequences.
+    empty line (ignored silently), ``Skip`` with the reason for anything Java's mapper
+    rejects, else the message. Lenient as Java: keys in any order, blanks around, trailing
+    text after the first JSON value (a second message there is lost: ``ignored`` says so),
+    numbers as sequence numbers and numeric strings as sub-sequences.
+
+    >>> parse_line('{"action":"status","responseFor":"initialize","foo":1}').reason
+    "status with an extra key 'foo' (Java skips it)"
     """
     if not line:
         return None
     text = line.lstrip(" \t")
     try:
-        value, _ = _DECODER.raw_decode(text)
-    except ValueError:
-        return Skip(line, "not JSON")
+        value, end = _DECODER.raw_decode(text)
+    except json.JSONDecodeError as exc:
+        where = "a line of blanks" if not text.strip() else f"{exc.msg} at column {exc.colno + len(line) - len(text)}"
+        return Skip(line, f"not JSON ({where})", meant=text.startswith("{") and "action" in text)
+    except ValueError as exc:  # NaN, Infinity
+        return Skip(line, f"not JSON ({exc})", meant="action" in text)
     if not isinstance(value, dict):
-        return Skip(line, "not a JSON object")
-    action = value.get("action")
-    allowed = _FIELDS.get(action) if isinstance(action, str) else None
+        return Skip(line, f"{_json_kind(value)}, not a JSON object")
+    if "action" not in value:
+        return Skip(line, 'a JSON object without an "action" key')
+    action = value["action"]
+    if not isinstance(action, str):
+        return Skip(line, f'"action" is {_json_kind(action)}, not text', meant=True)
+    allowed = _FIELDS.get(action)
     if allowed is None:
-        return Skip(line, "no known action")
-    if not allowed.issuperset(value):
-        return Skip(line, f"unknown property for {action}")
+        return Skip(line, _unknown_action(action), meant=True)
+    extra = sorted(set(value) - allowed)
+    if extra:
+        keys = ", ".join(map(repr, extra))
+        what = f"extra keys {keys}" if len(extra) > 1 else f"an extra key {keys}"
+        return Skip(line, f"{action} with {what} (Java skips it)", meant=True)
+    ignored = _rest_ignored(action, text[end:])
     if action == STATUS:
         response_for = _as_text(value.get("responseFor"))
         if response_for is _NOT_MAPPED:
-            return Skip(line, "responseFor is not text")
-        return Status(response_for, line)
+            return Skip(line, f"status whose responseFor is {_json_kind(value['responseFor'])}, not text "
+                              "(Java skips it)", meant=True)
+        return Status(response_for, line, ignored)
     if action == CHECKPOINT:
         seq = _as_text(value.get("sequenceNumber"))
+        if seq is _NOT_MAPPED:
+            return Skip(line, f"checkpoint whose sequenceNumber is {_json_kind(value['sequenceNumber'])}, not text "
+                              "or a number (Java skips it)", meant=True)
         sub = _as_long(value.get("subSequenceNumber"))
-        if seq is _NOT_MAPPED or sub is _NOT_MAPPED:
-            return Skip(line, "checkpoint fields of the wrong type")
-        return CheckpointRequest(seq, sub, line)
-    return Other(str(action), line)
+        if sub is _NOT_MAPPED:
+            return Skip(line, "checkpoint whose subSequenceNumber is not a whole number in a Java long's range "
+                              "(Java skips it)", meant=True)
+        return CheckpointRequest(seq, sub, line, ignored)
+    return Other(action, line, ignored)

@@ -1,6 +1,7 @@
 """The conformance kit, ``kcl-mp check-processor -- CMD``: the three ready-made processors
 (amazon_kclpy, aws-kcl on Node.js, POSIX shell with jq) pass every scenario; deliberately
-broken ones fail with the step and the reason."""
+broken ones fail (or are warned about) with the step, and for every line Java would not
+take as meant, the line, its length and the reason."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ PROCESSORS = {
 BROKEN = [sys.executable, str(ROOT / "tests" / "processors" / "broken.py")]
 
 
-def check(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcl_mp", "check-processor", "--timeout", "10", *args],
+def check(*args: str, timeout_s: float = 10) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kcl_mp", "check-processor", "--timeout", str(timeout_s), *args],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
 
 
@@ -30,7 +31,7 @@ def check(*args: str) -> subprocess.CompletedProcess:
 def test_the_ready_made_processors_pass(name):
     run = check("--", *PROCESSORS[name])
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "7 passed, 0 failed" in run.stdout
+    assert "7 passed, 0 warned, 0 failed" in run.stdout
     assert "PASS  shard end" in run.stdout and "PASS  a full batch" in run.stdout
 
 
@@ -52,6 +53,71 @@ def test_a_broken_processor_fails_precisely(mode, only, status, why):
         assert run.returncode == 0
     else:
         assert run.returncode == 1 and why in run.stdout, run.stdout
+
+
+# Lines Java skips, reads in part or never reads: the status is lost, so the step times out;
+# the report names the line and the reason.
+@pytest.mark.parametrize("mode,what,line,why", [
+    ("extra-key", "a line Java skips",
+     '{"action": "status", "responseFor": "processRecords", "foo": 1}  (63 bytes)',
+     "status with an extra key 'foo' (Java skips it)"),
+    ("two-on-a-line", "a line Java reads only in part",
+     '{"action": "checkpoint", "sequenceNumber": null}{"action": "status", "responseFor": "processRecords"}  '
+     "(101 bytes)",
+     "two JSON messages on one line: Java reads only the first (checkpoint); the second (status) is ignored"),
+    ("no-newline", "a line Java never reads",
+     '{"action": "status", "responseFor": "processRecords"}  (53 bytes)',
+     "the last line has no newline: it was never read"),
+    ("unflushed", "nothing written", "none",
+     "nothing was written to stdout: was stdout flushed? (inferred: a write left in the processor's buffer looks "
+     "the same as a processor still at work)"),
+])
+def test_a_lost_status_is_reported_with_the_line_and_the_reason(mode, what, line, why):
+    run = check("--only", "graceful", "--", *BROKEN, mode, timeout_s=4)
+    assert run.returncode == 1, run.stdout + run.stderr
+    report = run.stdout.splitlines()
+    assert "FAIL  records, then a graceful shutdown" in report[1], run.stdout
+    assert "step 2 (processRecords): processor for shardId-000000000000 sent no message within 4 s" in report[1]
+    found = report.index(f"        step 2 (processRecords): {what}")
+    assert report[found + 1:found + 3] == [f"          line: {line}", f"          why:  {why}"], run.stdout
+    if mode == "unflushed":  # it reached stdout when the processor exited: the inference is confirmed
+        assert "(so it was written, but reached stdout only when the processor exited: never flushed)" in run.stdout
+    assert report[-1] == "0 passed, 0 warned, 1 failed"
+
+
+def test_a_checkpoint_after_the_status_is_a_warning():
+    run = check("--only", "graceful", "--", *BROKEN, "checkpoint-after-status")
+    assert run.returncode == 0, run.stdout + run.stderr  # Java carries on: a CI job passes, unless --strict
+    report = run.stdout.splitlines()
+    assert "WARN  records, then a graceful shutdown" in report[1], run.stdout
+    assert report[2:5] == [
+        "        step 2 (processRecords): checkpoint sent after the status for processRecords",
+        '          line: {"action": "checkpoint", "sequenceNumber": null}  (48 bytes)',
+        "          why:  Java reads it only once the next action (processRecords) is sent, and takes it as part of "
+        "that exchange (PROTOCOL.md 2): with no sequence number it checkpoints the end of the next batch before "
+        "the processor has seen it"], run.stdout
+    assert report[-1] == "0 passed, 1 warned, 0 failed"
+    strict = check("--strict", "--only", "graceful", "--", *BROKEN, "checkpoint-after-status")
+    assert strict.returncode == 1 and "0 passed, 1 warned, 0 failed" in strict.stdout, strict.stdout
+
+
+def test_a_checkpoint_after_the_status_for_shard_end_fails():
+    run = check("--only", "shard end", "--", *BROKEN, "late-shard-end")
+    assert run.returncode == 1, run.stdout + run.stderr  # Java drains it unread: the shard never finishes
+    report = run.stdout.splitlines()
+    assert ("step 3 (shardEnded): the processor sent its checkpoint after the status for shardEnded: Java closes "
+            "stdin after that status and drains the line unread: the shard would never finish") in report[1]
+    assert report[2:5] == [
+        "        step 3 (shardEnded): checkpoint sent after the status for shardEnded",
+        '          line: {"action": "checkpoint", "sequenceNumber": null}  (48 bytes)',
+        "          why:  Java closes stdin after the last status and drains this line unread: the checkpoint is "
+        "never acted on (PROTOCOL.md 5.4)"], run.stdout
+
+
+def test_plain_text_on_stdout_is_skipped_without_a_warning():
+    run = check("--", *BROKEN, "chatty")
+    assert run.returncode == 0 and "7 passed, 0 warned, 0 failed" in run.stdout, run.stdout
+    assert "got processRecords" not in run.stdout  # skipped, as PROTOCOL.md 2 says it must be
 
 
 def test_usage_errors():

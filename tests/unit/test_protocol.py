@@ -18,14 +18,19 @@ from kcl_mp.protocol import AWAIT, SEND, ChildState, Conversation, Done, Ignored
 from kcl_mp.wire import (
     Batch,
     CheckpointRequest,
+    SILENT,
+    SKIPPED,
+    UNREAD,
     LineSplitter,
     Other,
     Skip,
     Status,
+    StdoutNote,
     encode,
     encode_checkpoint_reply,
     make_batch,
     parse_line,
+    silence,
 )
 
 VECTORS = Path(__file__).resolve().parents[2] / "multilang" / "vectors"
@@ -293,6 +298,53 @@ def test_parse_accepts(line, expected):
 )
 def test_parse_skips(line):
     assert isinstance(parse_line(line), Skip)
+
+
+# Why Java skips a line, as the conformance kit reports it; meant: it has an action, so its
+# writer meant a message (plain text and JSON logs are skipped as they should be).
+@pytest.mark.parametrize("line, reason, meant", [
+    ("   ", "not JSON (a line of blanks)", False),
+    ("hello", "not JSON (Expecting value at column 1)", False),
+    ("{'action': 'status'}", "not JSON (Expecting property name enclosed in double quotes at column 2)", True),
+    ('  {"action":"status","responseFor":"initialize"', "not JSON (Expecting ',' delimiter at column 48)", True),
+    ('{"action":"checkpoint","sequenceNumber":NaN}', "not JSON (NaN is not JSON)", True),
+    ('["action"]', "an array, not a JSON object", False),
+    ('{"level":"info","msg":"hi"}', 'a JSON object without an "action" key', False),
+    ('{"action":null}', '"action" is null, not text', True),
+    ('{"action":"record"}', "unknown action 'record' (records exist only inside processRecords)", True),
+    ('{"action":"Status","responseFor":"initialize"}', "unknown action 'Status' (actions are case-sensitive: 'status')",
+     True),
+    ('{"action":"status","responseFor":"initialize","foo":1}', "status with an extra key 'foo' (Java skips it)", True),
+    ('{"action":"leaseLost","y":1,"x":2}', "leaseLost with extra keys 'x', 'y' (Java skips it)", True),
+    ('{"action":"status","responseFor":{}}', "status whose responseFor is an object, not text (Java skips it)", True),
+    ('{"action":"checkpoint","sequenceNumber":[1]}',
+     "checkpoint whose sequenceNumber is an array, not text or a number (Java skips it)", True),
+    ('{"action":"checkpoint","subSequenceNumber":"abc"}',
+     "checkpoint whose subSequenceNumber is not a whole number in a Java long's range (Java skips it)", True),
+])
+def test_parse_says_why_a_line_is_skipped(line, reason, meant):
+    assert parse_line(line) == Skip(line, reason, meant)
+
+
+@pytest.mark.parametrize("line, ignored", [
+    ('{"action":"checkpoint"}{"action":"status","responseFor":"processRecords"}',
+     "two JSON messages on one line: Java reads only the first (checkpoint); the second (status) is ignored"),
+    ('{"action":"status","responseFor":"initialize"} {"x":1}',
+     "two JSON messages on one line: Java reads only the first (status); the rest is ignored"),
+    ('{"action":"status","responseFor":"initialize"} // done', ""),  # trailing text: nothing meant by it
+])
+def test_parse_says_when_a_second_message_on_the_line_is_ignored(line, ignored):
+    message = parse_line(line)
+    assert isinstance(message, (Status, CheckpointRequest)) and message.ignored == ignored
+
+
+def test_silence_names_the_likeliest_cause():
+    skipped = StdoutNote(SKIPPED, "status with an extra key 'foo' (Java skips it)", "{...}", 5)
+    unread = silence(3, b'{"action":"status"', skipped)
+    assert (unread.kind, unread.line, unread.size) == (UNREAD, '{"action":"status"', 18)
+    assert silence(0, b"", skipped) is skipped  # the last line it wrote was skipped: nothing since
+    assert silence(0, b"", None).kind == SILENT and "was stdout flushed?" in silence(0, b"", None).reason
+    assert silence(2, b"", None) is None  # it wrote messages, then nothing: no guess
 
 
 # -- the state machine ----------------------------------------------------------------------
