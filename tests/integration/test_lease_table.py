@@ -133,3 +133,23 @@ def test_handoff_cancel_and_forced_take(table):
     forced = table.take(asked, "B")  # the timeout passed: the thief takes it, the handoff ends
     assert forced.owner == "B" and forced.checkpoint_owner is None
     assert table.renew(asked, "A") is None
+
+
+def test_a_finished_lease_is_never_taken_nor_asked_for(table):
+    """The checkpoint does not move the counter: a view read before the shard end still has
+    the right counter, so only the SHARD_END condition refuses the take and the handoff."""
+    table.create_if_absent(fresh())
+    seen = table.take(fresh(), "A")  # what a thief's scan saw: open, held by A
+    assert table.checkpoint(seen.key, "A", ExtendedSequenceNumber(SHARD_END)) is None
+    assert table.get(seen.key).counter == seen.counter
+    assert table.handoff_start(seen, "B") is None
+    assert table.take(seen, "B") is None
+    assert table.take(seen.with_(owner=None), "B") is None  # unowned or expired alike
+    after = table.get(seen.key)
+    assert (after.owner, after.checkpoint_owner, after.counter) == ("A", None, seen.counter)
+    # during a handoff the old owner may still finish the shard; the forced take is refused
+    table.create_if_absent(fresh("shardId-000000000001"))
+    asked = table.handoff_start(table.take(fresh("shardId-000000000001"), "A"), "B")
+    assert table.checkpoint(asked.key, "A", ExtendedSequenceNumber(SHARD_END)) is None
+    assert table.take(asked, "B") is None
+    assert table.get(asked.key).checkpoint_owner == "A"
