@@ -21,10 +21,10 @@ Bounds: the owner finishes at the latest gracefulLeaseHandoffTimeoutMillis after
 the request (a processor that does not answer loses its lease the hard way); the thief
 takes the lease by force once that timeout has passed, as soon as the owner stopped
 renewing for failoverTimeMillis (it died mid-handoff), or, for a lease never seen
-checkpointing under that owner, once the owner has renewed it twice since the request
-without a checkpoint or the handover (it saw the request and will not answer: what a
-Java worker whose consumer had not started does). With isGracefulLeaseHandoffEnabled
-false, a steal is a plain take, as in KCL 2.x.
+checkpointing under that owner, once failoverTimeMillis has passed since the request and
+the owner renewed it twice meanwhile, without a checkpoint or the handover (it saw the
+request and is not answering: what a Java worker whose consumer had not started does).
+With isGracefulLeaseHandoffEnabled false, a steal is a plain take, as in KCL 2.x.
 """
 
 from __future__ import annotations
@@ -209,11 +209,11 @@ class LeaseCoordinator(ShardSyncing):
             overdue = now - waiting.asked_at > self.config.lease.handoff_timeout_s
             stalled = now - waiting.changed_at > failover_s
             asked = waiting.asked
-            silent = (asked is not None and not waiting.seen_checkpointing
+            silent = (asked is not None and not waiting.seen_checkpointing and now - waiting.asked_at > failover_s
                       and current.counter >= asked.counter + 2 and current.checkpoint == asked.checkpoint)
             if overdue or stalled or silent:
                 why = ("its owner stopped renewing it" if stalled else "the handoff timed out" if overdue else
-                       "its owner renewed it twice since the request without a checkpoint: it will not answer")
+                       "its owner renews it but has neither checkpointed nor handed it over: it is not answering")
                 if self._take(current, f"took lease {key} from {current.checkpoint_owner} ({why})"):
                     del self.incoming[key]
                     acquired.append(key)
