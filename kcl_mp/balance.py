@@ -29,8 +29,7 @@ whose owner has started processing it (below). So:
   lowers the sum of squared counts: rounds cannot oscillate or ping-pong a lease;
 - while the spread is 2 or more, the least loaded worker is below target and has a
   victim (its leases count as started after failoverTimeMillis at the latest, unless
-  they wait for a parent), so
-  a fleet only stops moving leases at ``max - min <= 1``;
+  they wait for a parent), so a fleet only stops moving leases at ``max - min <= 1``;
 - thieves that start together pick different victims instead of emptying one;
 - one round may take from several victims (water-filling), so a join settles in fewer
   rounds.
