@@ -27,11 +27,11 @@ import pytest
 from kcl_mp.config import LeaseSettings
 
 from .harness import ROOT, recorded
+from .mixed_fleet import APP
 
 pytestmark = pytest.mark.integration
 
 JAVA = "java-1"
-APP_TABLE = "mixed-fleet"
 
 
 def test_java_and_kcl_mp_share_one_lease_table(tmp_path):
@@ -119,7 +119,7 @@ def judge(out: Path) -> None:
     assert worst <= failover_s, worst
 
     # no shard without a processor for longer than a take interval while kcl-mp joins
-    take_s = LeaseSettings(table_name=APP_TABLE, failover_time_ms=int(failover_s * 1000)).take_interval_s
+    take_s = LeaseSettings(table_name=APP, failover_time_ms=int(failover_s * 1000)).take_interval_s
     lines = defaultdict(list)  # (shard, pid) -> when each line was written, but for leaseLost
     for e in entries:
         if e.get("event") != "leaseLost":  # told once the lease has moved: it had stopped before
