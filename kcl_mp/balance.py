@@ -22,12 +22,14 @@ least ``target``: ``min(needed, its_count - target)`` leases, or 1 when that is 
 
 ``plan_leases`` (kcl-mp): steal one lease at a time, up to ``min(needed,
 maxLeasesToStealAtOneTime)``, each from a worker holding at least two more than this
-worker will then hold, the most loaded first, ties broken at random. So:
+worker will then hold, the most loaded first, ties broken at random, and only a lease
+whose owner has started processing it (below). So:
 
 - every steal moves a lease from a worker with ``a`` to one with ``b <= a - 2`` and
   lowers the sum of squared counts: rounds cannot oscillate or ping-pong a lease;
 - while the spread is 2 or more, the least loaded worker is below target and has a
-  victim, so a fleet only stops moving leases at ``max - min <= 1``;
+  victim (its leases count as started after failoverTimeMillis at the latest, unless
+  they wait for a parent), so a fleet only stops moving leases at ``max - min <= 1``;
 - thieves that start together pick different victims instead of emptying one;
 - one round may take from several victims (water-filling), so a join settles in fewer
   rounds.
@@ -37,10 +39,22 @@ Workers 3, target 3, needed 3. Steal 1 from B (4 >= 0 + 2): B 3, us 1. Then B an
 both hold 3 >= 1 + 2: a random one of them, say C: C 2, us 2. Then B holds 3 < 2 + 2:
 stop. Two steals; the fleet is at 3/2/2.
 
+kcl-mp steals only leases whose owner has shown it processes them (``is_started``): a
+steal is a handoff, and the Java KCL 3.1.3 never answers one asked while its shard
+consumer is still WAITING_ON_PARENT_SHARDS (its first second, or while a parent is
+unfinished): the consumer then ends through ShutdownTask, which neither checkpoints nor
+hands the lease over, and the worker goes on renewing a lease it no longer processes, so
+the shard waited for gracefulLeaseHandoffTimeoutMillis. Shown means, from this worker's
+scans: its checkpoint moved while this owner held it, or this owner has held it for
+failoverTimeMillis; and no parent lease is unfinished. When the only leases worth
+stealing are not started yet, the plan steals nothing and says ``deferred``: the
+coordinator tries again at the next scan instead of a take interval later.
+
 A lease being handed over (``checkpointOwner`` set: KCL 3.x graceful handoff) counts
 for its new owner and is never stolen again until the handoff ends. Leases checkpointed
-at SHARD_END are finished work: neither counted nor taken. Clock and randomness come in
-as arguments, so the decision tables in tests/unit/balance_cases.json pin exact plans.
+at SHARD_END are finished work: neither counted, taken nor stolen. Clock and randomness
+come in as arguments, so the decision tables in tests/unit/balance_cases.json pin exact
+plans.
 """
 
 from __future__ import annotations
@@ -52,16 +66,21 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from .config import LeaseSettings
-from .lease import Lease
+from .lease import ExtendedSequenceNumber, Lease
+from .shard_sync import unfinished_parents
 
 
 @dataclass(frozen=True)
 class Observation:
-    """The last counter (and owner) seen for a lease, and when it last changed."""
+    """The last counter, owner and checkpoint seen for a lease; when the counter (or owner)
+    last changed; since when this owner holds it, and whether its checkpoint moved since."""
 
     counter: int
     owner: str | None
     changed_at: float
+    owner_since: float
+    checkpoint: ExtendedSequenceNumber | None
+    checkpointed: bool  # the checkpoint moved while this owner held the lease
 
 
 @dataclass(frozen=True)
@@ -71,12 +90,14 @@ class Plan:
     steal: tuple[str, ...]
     live_workers: tuple[str, ...]
     reason: str
+    deferred: bool = False  # steals put off: the leases worth stealing have not started yet
 
 
 def observe(previous: Mapping[str, Observation], leases: Iterable[Lease], now: float) -> dict[str, Observation]:
     """Fold one table scan into the observations (leases gone from the table are dropped).
 
     An unowned lease never seen before gets ``changed_at = -inf`` so it is expired at once.
+    A lease seen for the first time, or under a new owner, is held ``owner_since`` now.
     """
     out: dict[str, Observation] = {}
     for lease in leases:
@@ -87,7 +108,13 @@ def observe(previous: Mapping[str, Observation], leases: Iterable[Lease], now: f
             changed_at = now
         else:
             changed_at = before.changed_at
-        out[lease.key] = Observation(lease.counter, lease.owner, changed_at)
+        if before is None or before.owner != lease.owner:
+            owner_since, checkpointed = now, False
+        else:
+            owner_since = before.owner_since
+            checkpointed = before.checkpointed or before.checkpoint != lease.checkpoint
+        out[lease.key] = Observation(lease.counter, lease.owner, changed_at, owner_since, lease.checkpoint,
+                                     checkpointed)
     return out
 
 
@@ -97,6 +124,25 @@ def is_expired(lease: Lease, observation: Observation | None, now: float, failov
     if observation is None:
         return False
     return now - observation.changed_at > failover_s
+
+
+def is_started(lease: Lease, observation: Observation | None, leases: Mapping[str, Lease], now: float,
+               failover_s: float) -> bool:
+    """Has the owner shown it processes ``lease`` (so it can answer a handoff)? Its
+    checkpoint moved under this owner, or this owner has held it for failoverTimeMillis,
+    and no parent is unfinished (the owner's processor waits for them). Unknown: no.
+
+    >>> a = Lease("s0", "B", 5)
+    >>> is_started(a, Observation(5, "B", 99.0, 95.0, None, checkpointed=False), {}, now=100.0, failover_s=10.0)
+    False
+    >>> is_started(a, Observation(5, "B", 99.0, 95.0, None, checkpointed=True), {}, now=100.0, failover_s=10.0)
+    True
+    >>> is_started(a, Observation(5, "B", 99.0, 90.0, None, checkpointed=False), {}, now=100.0, failover_s=10.0)
+    True
+    """
+    if observation is None or observation.owner != lease.owner or unfinished_parents(lease, leases):
+        return False
+    return observation.checkpointed or now - observation.owner_since >= failover_s
 
 
 @dataclass(frozen=True)
@@ -193,14 +239,24 @@ def plan_leases(
     if not may_steal:
         return Plan(view.target, (), (), view.live, f"{view.summary}: nothing expired; steals wait for the taker")
     projected = {owner: count for owner, count in view.counts.items() if owner != worker_id}
-    pools = {owner: _stealable(view, owner) for owner in projected}
+    failover_s = settings.failover_time_ms / 1000.0
+    pools: dict[str, list[str]] = {}
+    unstarted: dict[str, int] = {}
+    for owner in projected:
+        stealable = _stealable(view, owner)
+        pools[owner] = [k for k in stealable
+                        if is_started(leases[k], observations.get(k), leases, now, failover_s)]
+        unstarted[owner] = len(stealable) - len(pools[owner])
     mine = view.mine
     steal: list[str] = []
     victims: list[str] = []
+    deferred = False
     limit = min(needed, settings.max_leases_to_steal_at_one_time)
     while len(steal) < limit:
-        candidates = [o for o, count in projected.items() if count >= mine + 2 and pools[o]]
+        loaded = [o for o, count in projected.items() if count >= mine + 2]
+        candidates = [o for o in loaded if pools[o]]
         if not candidates:
+            deferred = not steal and any(unstarted[o] for o in loaded)
             break
         top = max(projected[o] for o in candidates)
         victim = rng.choice(sorted(o for o in candidates if projected[o] == top))
@@ -209,6 +265,9 @@ def plan_leases(
         victims.append(victim)
         projected[victim] -= 1
         mine += 1
+    if deferred:
+        return Plan(view.target, (), (), view.live, f"{view.summary}: nothing to steal yet (no lease worth "
+                    "stealing has been seen processed by its owner)", deferred=True)
     if not steal:
         return Plan(view.target, (), (), view.live,
                     f"{view.summary}: nothing to steal (no worker holds 2 more than this one)")

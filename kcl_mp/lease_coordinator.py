@@ -12,11 +12,19 @@ A steal is a handoff, so a planned rebalance re-delivers nothing::
     owner: handoff_finish         REMOVE checkpointOwner, counter + 1
     thief: next renewal sees it   -> starts its processor from that checkpoint
 
+Only leases whose owner has shown it processes them are stolen (``balance.is_started``):
+the Java KCL 3.1.3 never answers a handoff asked while its shard consumer is still
+waiting on parent shards. A lease at SHARD_END is never asked for nor taken (the table's
+conditions refuse it too); a handoff whose lease reaches SHARD_END meanwhile is dropped.
+
 Bounds: the owner finishes at the latest gracefulLeaseHandoffTimeoutMillis after it saw
 the request (a processor that does not answer loses its lease the hard way); the thief
-takes the lease by force once that timeout has passed, or as soon as the owner stopped
-renewing for failoverTimeMillis (it died mid-handoff). With isGracefulLeaseHandoffEnabled
-false, a steal is a plain take, as in KCL 2.x.
+takes the lease by force once that timeout has passed, as soon as the owner stopped
+renewing for failoverTimeMillis (it died mid-handoff), or, for a lease never seen
+checkpointing under that owner, once failoverTimeMillis has passed since the request and
+the owner renewed it twice meanwhile, without a checkpoint or the handover (it saw the
+request and is not answering: what a Java worker whose consumer had not started does).
+With isGracefulLeaseHandoffEnabled false, a steal is a plain take, as in KCL 2.x.
 """
 
 from __future__ import annotations
@@ -53,6 +61,8 @@ class Incoming:
     lease: Lease
     asked_at: float
     changed_at: float  # when its counter last moved (the old owner renewing)
+    asked: Lease | None = None  # as the request left it (None: asked by an earlier run)
+    seen_checkpointing: bool = True  # its checkpoint had moved under the old owner before the ask
 
 
 @dataclass(frozen=True)
@@ -182,6 +192,10 @@ class LeaseCoordinator(ShardSyncing):
                 del self.incoming[key]
                 self.log.info("lease %s went to %s instead", key, current.owner if current else "nobody (deleted)")
                 continue
+            if current.is_shard_end:  # its old owner finished the shard: nothing left to process
+                del self.incoming[key]
+                self.log.info("lease %s reached SHARD_END during its handoff: not taking it", key)
+                continue
             if not current.checkpoint_owner:
                 del self.incoming[key]
                 self.held[key] = Held(current, now)
@@ -194,8 +208,12 @@ class LeaseCoordinator(ShardSyncing):
             waiting.lease = current
             overdue = now - waiting.asked_at > self.config.lease.handoff_timeout_s
             stalled = now - waiting.changed_at > failover_s
-            if overdue or stalled:
-                why = "its owner stopped renewing it" if stalled else "the handoff timed out"
+            asked = waiting.asked
+            silent = (asked is not None and not waiting.seen_checkpointing and now - waiting.asked_at > failover_s
+                      and current.counter >= asked.counter + 2 and current.checkpoint == asked.checkpoint)
+            if overdue or stalled or silent:
+                why = ("its owner stopped renewing it" if stalled else "the handoff timed out" if overdue else
+                       "its owner renews it but has neither checkpointed nor handed it over: it is not answering")
                 if self._take(current, f"took lease {key} from {current.checkpoint_owner} ({why})"):
                     del self.incoming[key]
                     acquired.append(key)
@@ -217,7 +235,7 @@ class LeaseCoordinator(ShardSyncing):
         plan = balance.plan_leases(self.me, leases, self.observations, now, self.config.lease, self.rng,
                                    may_steal=may_steal)
         self.live_workers = plan.live_workers
-        if may_steal:
+        if may_steal and not plan.deferred:  # steals put off until leases start: try again next scan
             self.last_steal_at = now
         self.avoid = {key: until for key, until in self.avoid.items() if until > now}
         if self.avoid:  # leases whose processor kept failing here: another host should try them
@@ -277,7 +295,8 @@ class LeaseCoordinator(ShardSyncing):
             self.log.info("lease %s moved before its handoff could start", lease.key)
             return
         now = self.clock()
-        self.incoming[lease.key] = Incoming(started, now, now)
+        seen = self.observations.get(lease.key)
+        self.incoming[lease.key] = Incoming(started, now, now, started, seen is not None and seen.checkpointed)
         self.metrics.add("leases_stolen", 1)
         self.log.info("asked %s to hand lease %s over", lease.owner, lease.key)
 

@@ -3,16 +3,19 @@
 Conditions sent (``:me`` is this worker's id, ``:c`` the counter last seen; "holds"
 below is ``(leaseOwner = :me AND attribute_not_exists(checkpointOwner)) OR
 checkpointOwner = :me``: the KCL 3.x rule that, during a handoff, the old owner named in
-checkpointOwner still holds the lease):
+checkpointOwner still holds the lease; "open" is ``attribute_not_exists(checkpoint) OR
+checkpoint <> SHARD_END``: a finished lease is never taken, asked for or checkpointed;
+each write is also conditioned on the item being a lease, as the paragraph after the list says):
 
     create          PutItem     attribute_not_exists(leaseKey)
-    take            UpdateItem  leaseCounter = :c
+    take            UpdateItem  leaseCounter = :c AND open
                                 SET leaseOwner = :me, leaseCounter = :c + 1
                                 [ADD ownerSwitchesSinceCheckpoint 1 when the owner changes]
                                 REMOVE checkpointOwner
     renew           UpdateItem  leaseCounter = :c AND holds
                                 SET leaseCounter = :c + 1
     handoff start   UpdateItem  leaseOwner = :old AND attribute_not_exists(checkpointOwner)
+                                AND open
                                 SET leaseOwner = :me, checkpointOwner = :old
     handoff finish  UpdateItem  checkpointOwner = :me          (the old owner, when done)
                                 REMOVE checkpointOwner  ADD leaseCounter 1
@@ -20,15 +23,14 @@ checkpointOwner still holds the lease):
                                 SET leaseOwner = :old  REMOVE checkpointOwner
     release         UpdateItem  leaseOwner = :me AND attribute_not_exists(checkpointOwner)
                                 REMOVE leaseOwner  ADD leaseCounter 1
-    checkpoint      UpdateItem  holds AND (attribute_not_exists(checkpoint)
-                                OR checkpoint <> SHARD_END)
+    checkpoint      UpdateItem  holds AND open
                                 SET checkpoint, checkpointSubSequenceNumber,
                                 ownerSwitchesSinceCheckpoint = 0
                                 REMOVE pendingCheckpoint, pendingCheckpointSubSequenceNumber,
                                 pendingCheckpointState
     children        UpdateItem  (only the prefix below)
                                 ADD childShardIds :children
-    delete          DeleteItem  checkpoint = SHARD_END
+    delete          DeleteItem  checkpoint = SHARD_END           (a finished lease)
 
 Every write but create is also conditioned on the item being a lease (``lease.not_a_lease``,
 as far as a condition can say it), so no write of kcl-mp can alter a row KCL 3.5 keeps
@@ -42,7 +44,8 @@ lease as no lease.
 
 These are the Java KCL's writes (DynamoDBLeaseRefresher / DynamoDBLeaseSerializer; the
 handoff ones are KCL 3.x's initiateGracefulLeaseHandoff and evictLease), so Java workers
-and kcl-mp workers can share one table. The handoff start does not bump the counter, so
+and kcl-mp workers can share one table; only "open" in take and handoff start is kcl-mp's
+own (a Java worker does not check it). The handoff start does not bump the counter, so
 the old owner keeps renewing (nobody sees the lease expire) until it has checkpointed. UpdateItem never touches attributes
 it does not name, so whatever a Java worker stored stays. A checkpoint does not bump
 ``leaseCounter``: only the supervisor's renewals do, so the shard worker (another process)
@@ -88,6 +91,8 @@ _HOLDS = "((#o = :me AND attribute_not_exists(#co)) OR #co = :me)"
 _IS_LEASE = "attribute_type(#lc, :n) AND (attribute_not_exists(#et) OR #et = :lease)"
 _IS_LEASE_NAMES = {"#lc": LEASE_COUNTER, "#et": ENTITY_TYPE}
 _IS_LEASE_VALUES = {":n": {"S": "N"}, ":lease": {"S": LEASE_ENTITY}}
+# The lease's shard is not finished ("open"; ``#cp``: checkpoint, ``:end``: SHARD_END).
+_OPEN = "(attribute_not_exists(#cp) OR #cp <> :end)"
 
 
 
@@ -215,13 +220,16 @@ class LeaseTable:
             ":me": {"S": owner},
             ":c": {"N": str(lease.counter)},
             ":next": {"N": str(lease.counter + 1)},
+            ":end": {"S": SHARD_END},
         }
-        names = {"#o": LEASE_OWNER, "#c": LEASE_COUNTER, "#co": CHECKPOINT_OWNER}
+        names = {"#o": LEASE_OWNER, "#c": LEASE_COUNTER, "#co": CHECKPOINT_OWNER, "#cp": CHECKPOINT}
         if lease.owner is not None and lease.owner != owner:
             update += " ADD #sw :one"
             values[":one"] = {"N": "1"}
             names["#sw"] = OWNER_SWITCHES
-        return self._update(lease.key, update, "#c = :c", names, values, f"taking lease {lease.key}")
+        # open too: a checkpoint does not move the counter, so a shard end written since
+        # ``lease`` was read passes the counter check alone
+        return self._update(lease.key, update, f"#c = :c AND {_OPEN}", names, values, f"taking lease {lease.key}")
 
     def renew(self, lease: Lease, owner: str) -> Lease | None:
         """Bump the counter of a lease this worker holds; None if it was lost.
@@ -245,9 +253,9 @@ class LeaseTable:
         return self._update(
             lease.key,
             "SET #o = :me, #co = :old",
-            "#o = :old AND attribute_not_exists(#co)",
-            {"#o": LEASE_OWNER, "#co": CHECKPOINT_OWNER},
-            {":me": {"S": new_owner}, ":old": {"S": lease.owner}},
+            f"#o = :old AND attribute_not_exists(#co) AND {_OPEN}",
+            {"#o": LEASE_OWNER, "#co": CHECKPOINT_OWNER, "#cp": CHECKPOINT},
+            {":me": {"S": new_owner}, ":old": {"S": lease.owner}, ":end": {"S": SHARD_END}},
             f"starting the handoff of lease {lease.key}",
         )
 
@@ -319,7 +327,7 @@ class LeaseTable:
                 TableName=self.name,
                 Key={LEASE_KEY: {"S": key}},
                 UpdateExpression="SET #cp = :seq, #cs = :sub, #sw = :zero REMOVE #p, #ps, #pst",
-                ConditionExpression=f"{_IS_LEASE} AND {_HOLDS} AND (attribute_not_exists(#cp) OR #cp <> :end)",
+                ConditionExpression=f"{_IS_LEASE} AND {_HOLDS} AND {_OPEN}",
                 ExpressionAttributeNames={
                     "#cp": CHECKPOINT,
                     "#cs": CHECKPOINT_SUB,

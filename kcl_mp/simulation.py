@@ -125,7 +125,7 @@ class Fleet:
         else:  # Java scans only every take interval, so it may always steal
             plan = balance.plan_leases_java(worker.name, snapshot, worker.observations, self.now, self.settings,
                                             worker.rng)
-        if may_steal:
+        if may_steal and not plan.deferred:  # as the coordinator: deferred steals try again next scan
             worker.last_steal_at = self.now
         for i, key in enumerate(plan.take + plan.steal):
             self._push(self.now + self.scan_latency_s + i * self.write_s, "write", worker.name,

@@ -179,3 +179,23 @@ def test_a_3_5_lease_is_a_lease_and_keeps_its_entity_type(table, dynamodb):
     item = dynamodb.get_item(TableName=table.name, Key={"leaseKey": {"S": lease.key}},
                              ConsistentRead=True)["Item"]
     assert item["entityType"] == {"S": "LEASE"} and item["leaseOwner"] == {"S": "w2"} and item["checkpoint"] == {"S": "5"}
+
+
+def test_a_finished_lease_is_never_taken_nor_asked_for(table):
+    """The checkpoint does not move the counter: a view read before the shard end still has
+    the right counter, so only the SHARD_END condition refuses the take and the handoff."""
+    table.create_if_absent(fresh())
+    seen = table.take(fresh(), "A")  # what a thief's scan saw: open, held by A
+    assert table.checkpoint(seen.key, "A", ExtendedSequenceNumber(SHARD_END)) is None
+    assert table.get(seen.key).counter == seen.counter
+    assert table.handoff_start(seen, "B") is None
+    assert table.take(seen, "B") is None
+    assert table.take(seen.with_(owner=None), "B") is None  # unowned or expired alike
+    after = table.get(seen.key)
+    assert (after.owner, after.checkpoint_owner, after.counter) == ("A", None, seen.counter)
+    # during a handoff the old owner may still finish the shard; the forced take is refused
+    table.create_if_absent(fresh("shardId-000000000001"))
+    asked = table.handoff_start(table.take(fresh("shardId-000000000001"), "A"), "B")
+    assert table.checkpoint(asked.key, "A", ExtendedSequenceNumber(SHARD_END)) is None
+    assert table.take(asked, "B") is None
+    assert table.get(asked.key).checkpoint_owner == "A"

@@ -8,7 +8,10 @@ and leaves its evidence; this test judges it:
 - a kcl-mp processor that took over a lease from the Java host started at the checkpoint
   the Java host wrote last (kcl-mp resumes from Java's checkpoints), and the other way;
 - every record put was delivered; no checkpoint ever went backwards;
-- no shard was processed by two hosts at once for longer than the failover time.
+- no shard was processed by two hosts at once for longer than the failover time;
+- when the kcl-mp hosts join the Java fleet, no shard is left without a processor for
+  longer than a take interval (a handoff asked of a Java owner whose processor had not
+  started was never answered: a 30 s hole); the longest gap of each phase is printed.
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ from pathlib import Path
 
 import pytest
 
+from kcl_mp.config import LeaseSettings
+
 from .harness import ROOT, recorded
+from .mixed_fleet import APP
 
 pytestmark = pytest.mark.integration
 
@@ -111,3 +117,41 @@ def judge(out: Path) -> None:
                     worst = max(worst, min(a1, b1) - max(a0, b0))
     print(f"longest time two hosts processed one shard at once: {max(worst, 0):.1f} s (failover {failover_s:.0f} s)")
     assert worst <= failover_s, worst
+
+    # no shard without a processor for longer than a take interval while kcl-mp joins
+    take_s = LeaseSettings(table_name=APP, failover_time_ms=int(failover_s * 1000)).take_interval_s
+    lines = defaultdict(list)  # (shard, pid) -> when each line was written, but for leaseLost
+    for e in entries:
+        if e.get("event") != "leaseLost":  # told once the lease has moved: it had stopped before
+            lines[(e["_shard"], e["_pid"])].append(e["at"])
+    lives = defaultdict(list)  # shard -> (initialize at, last line at) per processor
+    for (shard, _), stamps in lines.items():
+        lives[shard].append((min(stamps), max(stamps)))
+    # kcl-mp joins from the first processor the Java daemon started (not from when it took the
+    # leases: how long a JVM takes to start its processors is not a move's doing)
+    started = min(first for spans in lives.values() for first, _ in spans)
+    windows = {"kcl-mp joins": (started, phases["java_stop"]),
+               "Java stops": (phases["java_stop"], phases["java_restart"]),
+               "Java restarts": (phases["java_restart"], phases["delivered"])}
+    longest = {}
+    for phase, (start, end) in windows.items():
+        gap, where = longest_gap(lives, start, end)
+        longest[phase] = gap
+        print(f"longest time a shard had no processor, {phase}: {gap:.1f} s ({where}; take interval {take_s:.2f} s)")
+    assert longest["kcl-mp joins"] <= take_s, longest
+
+
+def longest_gap(lives: dict[str, list[tuple[float, float]]], start: float, end: float) -> tuple[float, str]:
+    """The longest stretch of [start, end] during which a shard had no processor alive
+    (a processor lives from its initialize to the last line it wrote before leaseLost), and
+    the shard."""
+    worst, where = 0.0, "none"
+    for shard, spans in sorted(lives.items()):
+        at = start
+        for first, last in sorted(spans) + [(end, end)]:
+            if min(first, end) - at > worst:
+                worst, where = min(first, end) - at, shard
+            at = max(at, last)
+            if at >= end:
+                break
+    return worst, where

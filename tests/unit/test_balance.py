@@ -24,19 +24,31 @@ RULES = {"kcl-mp": balance.plan_leases, "java": balance.plan_leases_java}
 def _lease(raw: dict) -> Lease:
     checkpoint = ExtendedSequenceNumber(raw.get("checkpoint", "TRIM_HORIZON"), 0)
     return Lease(raw["key"], raw.get("owner"), raw.get("counter", 0), checkpoint,
-                 checkpoint_owner=raw.get("checkpoint_owner"))
+                 parent_shard_ids=tuple(raw.get("parents", ())), checkpoint_owner=raw.get("checkpoint_owner"))
 
 
 def build(case: dict) -> tuple[dict[str, Lease], dict[str, balance.Observation], LeaseSettings]:
-    """A case's table: explicit ``leases``, or ``fleet`` rows [name or prefix, workers, leases each]."""
+    """A case's table: explicit ``leases``, or ``fleet`` rows [name or prefix, workers, leases each].
+
+    Observations: explicit ones (without ``owner_since``: held for long; ``checkpointed``
+    false unless given); with ``held_since`` every other owned lease was seen renewed just
+    now and held by its owner since then; otherwise it is seen for the first time."""
     raw = list(case.get("leases", ()))
     for prefix, workers, each in case.get("fleet", ()):
         for w in range(workers):
             owner = prefix if workers == 1 else f"{prefix}{w}"
             raw.extend({"key": f"s{len(raw)}", "owner": owner, "counter": 1} for _ in range(each))
     leases = {r["key"]: _lease(r) for r in raw}
-    observations = {o["key"]: balance.Observation(o["counter"], o["owner"], o["changed_at"])
+    observations = {o["key"]: balance.Observation(o["counter"], o["owner"], o["changed_at"],
+                                                  o.get("owner_since", -math.inf),
+                                                  leases[o["key"]].checkpoint if o["key"] in leases else None,
+                                                  o.get("checkpointed", False))
                     for o in case["observations"]}
+    if "held_since" in case:
+        for key, lease in leases.items():
+            if lease.owner and key not in observations:
+                observations[key] = balance.Observation(lease.counter, lease.owner, case["now"], case["held_since"],
+                                                        lease.checkpoint, False)
     settings = LeaseSettings(
         table_name="t",
         max_leases_for_worker=case.get("max_leases_for_worker", 2147483647),
@@ -66,6 +78,8 @@ def test_decision_table(case: dict, rule: str) -> None:
     assert sorted(plan.take) == expect["take"], plan.reason
     assert list(plan.steal) == expect["steal"], plan.reason
     assert [leases[k].owner for k in plan.steal] == expect["steal_from"], plan.reason
+    if "deferred" in expect:
+        assert plan.deferred == expect["deferred"], plan.reason
     assert not set(plan.take) & set(plan.steal)
 
 
@@ -80,6 +94,22 @@ def test_observe_times_counter_changes() -> None:
     assert moved["s0"].changed_at == 30.0
     switched = balance.observe(moved, [a.with_(counter=2, owner="C")], now=40.0)
     assert switched["s0"].changed_at == 40.0
+
+
+def test_observe_times_owners_and_their_checkpoints() -> None:
+    """A lease is held ``owner_since`` its first sighting or its last change of owner;
+    ``checkpointed`` once its checkpoint moved while that owner held it."""
+    a = Lease("s0", "B", 1, ExtendedSequenceNumber("TRIM_HORIZON"))
+    first = balance.observe({}, [a], now=10.0)
+    assert (first["s0"].owner_since, first["s0"].checkpointed) == (10.0, False)
+    renewed = balance.observe(first, [a.with_(counter=2)], now=20.0)
+    assert (renewed["s0"].owner_since, renewed["s0"].checkpointed) == (10.0, False)
+    processed = balance.observe(renewed, [a.with_(counter=3, checkpoint=ExtendedSequenceNumber("17"))], now=30.0)
+    assert (processed["s0"].owner_since, processed["s0"].checkpointed) == (10.0, True)
+    still = balance.observe(processed, [a.with_(counter=4, checkpoint=ExtendedSequenceNumber("17"))], now=40.0)
+    assert still["s0"].checkpointed
+    handed = balance.observe(still, [a.with_(counter=5, owner="C", checkpoint=ExtendedSequenceNumber("19"))], now=50.0)
+    assert (handed["s0"].owner_since, handed["s0"].checkpointed) == (50.0, False)
 
 
 # -- simulated fleets ------------------------------------------------------------------
