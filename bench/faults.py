@@ -56,6 +56,7 @@ def main() -> int:
     os.environ.update(EMBEDDED_ENV)
     os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
     base = Path(args.keep or tempfile.mkdtemp(prefix="kcl-mp-faults-"))
+    base.mkdir(parents=True, exist_ok=True)
     moto = start_emulator(log_path=str(base / "moto.log"))
     kinesis = start_kinesis_mock(base / "kinesis-mock.log")
     verdicts = []

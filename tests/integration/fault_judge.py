@@ -21,8 +21,9 @@ The rules:
   it handles it) and the logs' millisecond stamps. A take is logged after its write returned,
   which only makes the check more lenient, never stricter.
 - Every duplicate explained: the second and later deliveries of a record must come from a
-  different processor that started from a checkpoint below the record (the record was not
-  checkpointed yet), after the processor that delivered it before ended by a fault: killed
+  different processor that started from the shard's last saved checkpoint (none recorded as
+  saved before its initialize is further), below the record (the record was not checkpointed
+  yet), after the processor that delivered it before ended by a fault: killed
   (processor or whole host), its host paused past failover, or its lease lost. A duplicate
   that is a non-holder delivery is counted as such. Anything else is unexplained.
 - No checkpoint backwards: the table monitor saw none, and per shard the successful
@@ -39,7 +40,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .fault_run import Facts
+from .fault_run import FAILOVER_MS, Facts
 
 TOLERANCE_S = 0.5
 ACQUIRED = [re.compile(p) for p in (r"^took lease (\S+) ", r"^stole lease (\S+) ", r"^lease (\S+) handed over at ",
@@ -179,6 +180,13 @@ def judge(facts: Facts) -> Verdict:
         return any(p["host"] == host and delivered_at <= p["until"] + TOLERANCE_S and restarted_at >= p["t"]
                    for p in pauses)
 
+    saved = sorted((e["at"], e["_shard"], position(e["seq"], e["sub"])) for e in facts.entries
+                   if e.get("event") == "checkpoint" and not e["error"])
+
+    def last_checkpoint(p: Processor) -> tuple[int, int]:
+        """The furthest checkpoint of the shard a processor recorded as saved before ``p`` started."""
+        return max((at for t, shard, at in saved if shard == p.shard and t < p.started_at), default=BEFORE_ALL)
+
     causes: Counter = Counter()
     unexplained: Counter = Counter()
     history: dict[str, list[dict]] = defaultdict(list)
@@ -193,6 +201,8 @@ def judge(facts: Facts) -> Verdict:
                 unexplained[f"twice by one processor ({this.shard} pid {this.pid} on {this.host})"] += 1
             elif position(again["seq"], again["sub"]) <= this.start:
                 unexplained[f"at or below its processor's start checkpoint ({this.shard} pid {this.pid})"] += 1
+            elif this.start < last_checkpoint(this):
+                unexplained[f"its processor started behind the last checkpoint ({this.shard} pid {this.pid})"] += 1
             elif prev.pid in killed:
                 causes["processor killed" if killed[prev.pid] == "kill_processor" else "host killed"] += 1
             elif paused(prev.host, before["at"], this.started_at):
@@ -249,6 +259,7 @@ def judge(facts: Facts) -> Verdict:
         "host_kills": sum(i["action"] == "kill_host" for i in facts.injected), "pauses": len(pauses),
         "longest_gap": max(gaps.items(), key=lambda kv: kv[1], default=("-", 0.0)), "gaps": gaps, "backwards": len(backwards),
         "exits": dict(facts.exit_codes), "errors_logged": errors_logged(facts.logs),
+        "leases_lost": leases_lost(facts), 
     }
     return Verdict(figures, failures, details)
 
@@ -269,6 +280,13 @@ def longest_gaps(records: list[dict], parents: dict[str, list[str]]) -> dict[str
             ts = [max(before), *ts]
         gaps[shard] = round(max((b - a for a, b in zip(ts, ts[1:])), default=0.0), 1)
     return gaps
+
+
+def leases_lost(facts: Facts) -> dict[str, int]:
+    """The hosts' "lost lease" lines: in all, and within a storm (or failover after it)."""
+    storms = [(i["t"], i["until"] + FAILOVER_MS / 1000) for i in facts.injected if i["action"] == "storm"]
+    lost = [t for text in facts.logs.values() for t, e in log_lines(text) if e.get("msg", "").startswith("lost lease ")]
+    return {"all": len(lost), "in_storm": sum(any(a <= t <= b for a, b in storms) for t in lost)}
 
 
 def errors_logged(logs: dict[str, str]) -> list[str]:

@@ -185,6 +185,7 @@ class FaultRun:
         for proxy in self.proxies.values():
             proxy.set_share(THROTTLE_SHARE)
         self.facts.injected.append({"t": started, "action": "storm", "host": "", "until": time.time()})
+        print(f"  storm: {STORM_SHARE:.0%} of requests throttled for {STORM_S:.0f} s", flush=True)
 
     def _open(self) -> list[dict]:
         shards = self.kinesis.list_shards(StreamName=self.name)["Shards"]
