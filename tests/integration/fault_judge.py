@@ -95,16 +95,26 @@ def log_lines(text: str) -> list[tuple[float, dict]]:
 
 
 def lease_timeline(logs: dict[str, str]) -> dict[str, list[tuple[float, str | None]]]:
-    """Per lease, (time, holder) at each ownership change the hosts logged, in time order."""
-    changes: dict[str, list[tuple[float, str | None]]] = defaultdict(list)
+    """Per lease, (time, holder) at each ownership change the hosts logged, in time order. A
+    release counts only while its host holds the lease: a handoff's new owner may log that it
+    has the lease before the old owner logs that it let go (each logs after its own call)."""
+    events: dict[str, list[tuple[float, str, bool]]] = defaultdict(list)
     for host, text in logs.items():
         for t, entry in log_lines(text):
             msg = entry.get("msg", "")
-            for patterns, holder in ((ACQUIRED, host), (RELEASED, None)):
+            for patterns, acquired in ((ACQUIRED, True), (RELEASED, False)):
                 match = next((m for m in (p.match(msg) for p in patterns) if m), None)
                 if match:
-                    changes[match.group(1).rstrip(",")].append((t, holder))
-    return {key: sorted(events, key=lambda e: e[0]) for key, events in changes.items()}
+                    events[match.group(1).rstrip(",")].append((t, host, acquired))
+    timeline: dict[str, list[tuple[float, str | None]]] = {}
+    for key, found in events.items():
+        holder: str | None = None
+        changes = timeline[key] = []
+        for t, host, acquired in sorted(found):
+            if acquired or holder == host:
+                holder = host if acquired else None
+                changes.append((t, holder))
+    return timeline
 
 
 def held_within(timeline: list[tuple[float, str | None]], host: str, start: float, end: float) -> bool:

@@ -261,7 +261,8 @@ class FaultRun:
         self.facts.puts = self.facts.puts or list(producer.puts)
         self.facts.entries = recorded(self.out)
         self.facts.logs = {host: (self.tmp / f"{host}.log").read_text(errors="replace") for host in HOSTS}
-        self.facts.throttled = {service: dict(proxy.counts) for service, proxy in self.proxies.items()}
+        self.facts.throttled = {service: {**proxy.counts, "slowest": proxy.slowest}
+                                for service, proxy in self.proxies.items()}
         self.facts.backwards = list(monitor.backwards)
         self.facts.seconds = time.monotonic() - started
         self.facts.save(self.tmp / "facts.json")

@@ -21,6 +21,7 @@ import contextlib
 import http.client
 import json
 import random
+import sys
 import threading
 import time
 import uuid
@@ -59,6 +60,13 @@ def throttle_error(service: str, operation: str, request: dict) -> tuple[str, st
     return "LimitExceededException", f"Rate exceeded for stream {stream} under account {ACCOUNT}."
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client killed mid-request (the run kills hosts) is not an error of the proxy."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
 class ThrottleProxy:
     """``service`` is "kinesis" or "dynamodb"; ``share`` of requests throttled; ``slow_share``
     of the others delayed by up to ``max_delay_s`` (throttled ones always are)."""
@@ -73,6 +81,7 @@ class ThrottleProxy:
         self.lock = threading.Lock()
         self.writing = threading.Lock()
         self.counts: Counter = Counter()  # "requests", "throttled", "delayed", "throttled:<operation>"
+        self.slowest: dict[str, float] = {}  # the longest seconds seen: "upstream", "write queue", per operation
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -84,7 +93,7 @@ class ThrottleProxy:
             def do_POST(self) -> None:
                 proxy.relay(self)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
@@ -106,6 +115,13 @@ class ThrottleProxy:
                 self.counts[f"throttled:{operation}"] += 1
         return throttle, delay
 
+    def _timed(self, operation: str, queued_s: float, upstream_s: float) -> None:
+        """The emulator's own time for a call, and a write's wait for its turn (the longest)."""
+        with self.lock:
+            self.slowest["upstream"] = max(self.slowest.get("upstream", 0.0), round(upstream_s, 3))
+            self.slowest["write queue"] = max(self.slowest.get("write queue", 0.0), round(queued_s, 3))
+            self.slowest[operation] = max(self.slowest.get(operation, 0.0), round(upstream_s, 3))
+
     def relay(self, handler: BaseHTTPRequestHandler) -> None:
         body = handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
         operation = handler.headers.get("X-Amz-Target", ".").rsplit(".", 1)[-1]
@@ -124,11 +140,14 @@ class ThrottleProxy:
         headers = {k: v for k, v in handler.headers.items() if k.lower() not in HOP_BY_HOP}
         serial = self.service == "dynamodb" and operation in WRITES
         upstream = http.client.HTTPConnection(*self.upstream, timeout=60)
+        asked = time.monotonic()
         try:
             with self.writing if serial else contextlib.nullcontext():
+                began = time.monotonic()
                 upstream.request(handler.command, handler.path, body=body, headers=headers)
                 response = upstream.getresponse()
                 data = response.read()
+            self._timed(operation, began - asked, time.monotonic() - began)
         except OSError:
             handler.send_error(502)
             return
