@@ -236,6 +236,12 @@ def judge(facts: Facts) -> Verdict:
             done.add(e["data"])
             first[e["pk"]].append(put_order[e["data"]])
     disorder = [key for key, order in first.items() if order != sorted(order)]
+    children = set(facts.shard_parents)
+    shards_of: dict[str, set[str]] = defaultdict(set)
+    for e in records:
+        if e["data"] in routed:
+            shards_of[e["pk"]].add(e["_shard"])
+    crossed = sum(bool(got & facts.parents) and bool(got & children) for got in shards_of.values())
     if disorder:
         failures.append(f"{len(disorder)} keys delivered out of order (first deliveries), e.g. {disorder[:5]}")
 
@@ -263,6 +269,7 @@ def judge(facts: Facts) -> Verdict:
         "non_holder": len(non_holder), "non_holder_processors": len(by_batch),
         "throttled": {s: c.get("throttled", 0) for s, c in facts.throttled.items()},
         "requests": {s: c.get("requests", 0) for s, c in facts.throttled.items()},
+        "keys_crossed": crossed, "steps_done": sum("skipped" not in i for i in facts.injected if i["action"] != "restart_host"),
         "splits": sum(i["action"] == "split" for i in facts.injected),
         "merges": sum(i["action"] == "merge" for i in facts.injected),
         "processor_kills": sum(i["action"] == "kill_processor" and "pids" in i for i in facts.injected),
