@@ -36,7 +36,8 @@ def row(v: Verdict) -> tuple[str, ...]:
     return (str(f["seed"]), str(f["seconds"]), str(f["put"]), str(f["delivered"]), str(f["lost"]), duplicates,
             str(f["unexplained"]), f"{f['non_holder']} ({f['non_holder_processors']} proc.)",
             f"{f['throttled'].get('dynamodb', 0)}/{f['throttled'].get('kinesis', 0)}",
-            f"{f['splits']}/{f['merges']}", str(f["keys_crossed"]), f"{f['processor_kills']}/{f['host_kills']}", str(f["pauses"]),
+            f"{f['splits']}/{f['merges']}", str(f["keys_crossed"]), f"{f['processor_kills']}/{f['host_kills']}",
+            str(f["pauses"]),
             f"{gap_s:.1f} s {gap_shard[-3:]}", str(f["backwards"]),
             "all 0" if set(f["exits"].values()) == {0} else str(f["exits"]))
 

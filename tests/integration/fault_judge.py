@@ -138,35 +138,66 @@ def processors(entries: list[dict]) -> dict[tuple[str, int], Processor]:
     return found
 
 
+class Run:
+    """One run's facts, read once: its processors, its records in time order, its lease timeline."""
+
+    def __init__(self, facts: Facts):
+        self.facts = facts
+        self.procs = processors(facts.entries)
+        self.records = sorted((e for e in facts.entries if "event" not in e), key=lambda e: e["at"])
+        self.timeline = lease_timeline(facts.logs)
+        self.put_order = {p.data: i for i, p in enumerate(facts.puts)}
+        self.pauses = [i for i in facts.injected if i["action"] == "pause_host"]
+
+    def host(self, e: dict) -> str:
+        return self.procs[(e["_shard"], e["_pid"])].host
+
+
 def judge(facts: Facts) -> Verdict:
+    run = Run(facts)
     failures: list[str] = []
     details: list[str] = []
-    procs = processors(facts.entries)
-    records = sorted((e for e in facts.entries if "event" not in e), key=lambda e: e["at"])
-    timeline = lease_timeline(facts.logs)
-
-    # nothing lost
-    put_order = {p.data: i for i, p in enumerate(facts.puts)}
-    delivered = Counter(e["data"] for e in records)
-    lost = [d for d in put_order if d not in delivered]
+    lost = [d for d in run.put_order if d not in {e["data"] for e in run.records}]
     if lost:
-        failures.append(f"{len(lost)} of {len(put_order)} records never delivered, e.g. {lost[:5]}")
+        failures.append(f"{len(lost)} of {len(run.put_order)} records never delivered, e.g. {lost[:5]}")
+    non_holder = non_holder_deliveries(run)
+    details += explain_non_holders(run, non_holder)
+    processors_non_holder = len({(e["_shard"], e["_pid"]) for e in non_holder})
+    if non_holder:
+        failures.append(f"{len(non_holder)} deliveries by a host that did not hold the lease "
+                        f"({processors_non_holder} processors; see the details)")
+    causes, unexplained = duplicates(run, {id(e) for e in non_holder})
+    if unexplained:
+        failures.append(f"{sum(unexplained.values())} unexplained duplicates: {dict(unexplained)}")
+    disorder, crossed = key_order(run)
+    if disorder:
+        failures.append(f"{len(disorder)} keys delivered out of order (first deliveries), e.g. {disorder[:5]}")
+    backwards = checkpoints_backwards(run)
+    if backwards:
+        failures.append(f"checkpoints went backwards: {backwards[:5]}")
+    unclean = {host: code for host, code in facts.exit_codes.items() if code != 0}
+    if unclean or len(facts.exit_codes) < len(facts.logs):
+        failures.append(f"hosts did not exit 0 after SIGTERM: {unclean or facts.exit_codes}")
+    return Verdict(figures(run, lost, causes, unexplained, non_holder, processors_non_holder, crossed, backwards),
+                   failures, details)
 
-    # no delivery by a non-holder
-    non_holder: list[dict] = []
-    for e in records:
-        host = procs[(e["_shard"], e["_pid"])].host
-        if not held_within(timeline.get(e["_shard"], []), host, e["at"] - TOLERANCE_S, e["at"]):
-            non_holder.append(e)
-    pauses = [i for i in facts.injected if i["action"] == "pause_host"]
-    by_batch: dict[tuple[str, int], list[dict]] = defaultdict(list)
+
+def non_holder_deliveries(run: Run) -> list[dict]:
+    return [e for e in run.records
+            if not held_within(run.timeline.get(e["_shard"], []), run.host(e), e["at"] - TOLERANCE_S, e["at"])]
+
+
+def explain_non_holders(run: Run, non_holder: list[dict]) -> list[str]:
+    """Per processor: what it handled when, who had taken the lease, when its host learnt."""
+    by_processor: dict[tuple[str, int], list[dict]] = defaultdict(list)
     for e in non_holder:
-        by_batch[(e["_shard"], e["_pid"])].append(e)
-    for (shard, pid), got in sorted(by_batch.items()):
-        host = procs[(shard, pid)].host
-        taken = [(t, h) for t, h in timeline.get(shard, []) if t <= got[0]["at"] and h != host]
-        resumed = [p["until"] for p in pauses if p["host"] == host and 0 <= got[0]["at"] - p["until"] < 5.0]
-        learnt = [t for t, e in log_lines(facts.logs.get(host, "")) if t >= taken[-1][0] and
+        by_processor[(e["_shard"], e["_pid"])].append(e)
+    details = []
+    for (shard, pid), got in sorted(by_processor.items()):
+        host = run.procs[(shard, pid)].host
+        taken = [(t, h) for t, h in run.timeline.get(shard, []) if t <= got[0]["at"] and h != host]
+        resumed = [p["until"] for p in run.pauses if p["host"] == host and 0 <= got[0]["at"] - p["until"] < 5.0]
+        learnt = [t for t, e in log_lines(run.facts.logs.get(host, "")) if t >= taken[-1][0] and
                   e.get("msg", "").startswith(f"lost lease {shard}:")] if taken else []
         details.append(
             f"non-holder: {host} (processor pid {pid}) handled {len(got)} records of {shard} at "
@@ -175,37 +206,34 @@ def judge(facts: Facts) -> Verdict:
             f"{clock(learnt[0]) if learnt else 'never'}"
             + (f"; {got[0]['at'] - resumed[-1]:.2f} s after {host} resumed from its pause" if resumed else
                "; no pause of this host (its renewals were late)"))
-    if non_holder:
-        failures.append(f"{len(non_holder)} deliveries by a host that did not hold the lease "
-                        f"({len(by_batch)} processors; see the details)")
-    non_holder_ids = {id(e) for e in non_holder}
+    return details
 
-    # every duplicate explained
-    killed = {pid: i["action"] for i in facts.injected if i["action"] in ("kill_processor", "kill_host")
+
+def duplicates(run: Run, non_holder: set[int]) -> tuple[Counter, Counter]:
+    """Every second and later delivery of a record: (explained ones by cause, unexplained ones)."""
+    killed = {pid: i["action"] for i in run.facts.injected if i["action"] in ("kill_processor", "kill_host")
               for pid in i.get("pids", [])}
-
-    def paused(host: str, delivered_at: float, restarted_at: float) -> bool:
-        """Delivered by ``host`` before it resumed, delivered again by a processor started after
-        it was stopped."""
-        return any(p["host"] == host and delivered_at <= p["until"] + TOLERANCE_S and restarted_at >= p["t"]
-                   for p in pauses)
-
-    saved = sorted((e["at"], e["_shard"], position(e["seq"], e["sub"])) for e in facts.entries
+    saved = sorted((e["at"], e["_shard"], position(e["seq"], e["sub"])) for e in run.facts.entries
                    if e.get("event") == "checkpoint" and not e["error"])
 
     def last_checkpoint(p: Processor) -> tuple[int, int]:
         """The furthest checkpoint of the shard a processor recorded as saved before ``p`` started."""
         return max((at for t, shard, at in saved if shard == p.shard and t < p.started_at), default=BEFORE_ALL)
 
+    def paused(host: str, delivered_at: float, restarted_at: float) -> bool:
+        """Delivered by ``host`` before it resumed, again by a processor started after it stopped."""
+        return any(p["host"] == host and delivered_at <= p["until"] + TOLERANCE_S and restarted_at >= p["t"]
+                   for p in run.pauses)
+
     causes: Counter = Counter()
     unexplained: Counter = Counter()
     history: dict[str, list[dict]] = defaultdict(list)
-    for e in records:
+    for e in run.records:
         history[e["data"]].append(e)
-    for data, seen in history.items():
+    for seen in history.values():
         for before, again in zip(seen, seen[1:]):
-            prev, this = procs[(before["_shard"], before["_pid"])], procs[(again["_shard"], again["_pid"])]
-            if id(again) in non_holder_ids:
+            prev, this = run.procs[(before["_shard"], before["_pid"])], run.procs[(again["_shard"], again["_pid"])]
+            if id(again) in non_holder:
                 causes["non-holder delivery"] += 1
             elif prev is this:
                 unexplained[f"twice by one processor ({this.shard} pid {this.pid} on {this.host})"] += 1
@@ -222,63 +250,63 @@ def judge(facts: Facts) -> Verdict:
             else:
                 unexplained[f"after {prev.shard} pid {prev.pid} on {prev.host} ended ({', '.join(prev.events[-3:])})"
                             f" -> pid {this.pid} on {this.host}"] += 1
-    if unexplained:
-        failures.append(f"{sum(unexplained.values())} unexplained duplicates: {dict(unexplained)}")
+    return causes, unexplained
 
-    # per-key order, of the records routed by their own key (an aggregate is routed by its first
-    # user record's key; the others ride along, into a shard their key may not hash to when the
-    # producer's shard map is stale around a reshard, as the KPL's can be)
-    routed = {p.data for p in facts.puts if p.sub_sequence_number == 0}
+
+def key_order(run: Run) -> tuple[list[str], int]:
+    """Keys whose first deliveries do not follow the put order, and how many keys crossed from a
+    parent shard to a child. Only records routed by their own key count: an aggregate is routed
+    by its first user record's key; the others ride along, into a shard their key may not hash
+    to when the producer's shard map is stale around a reshard (as the KPL's can be)."""
+    routed = {p.data for p in run.facts.puts if p.sub_sequence_number == 0}
     first: dict[str, list[int]] = defaultdict(list)
-    done: set[str] = set()
-    for e in records:
-        if e["data"] not in done and e["data"] in routed:
-            done.add(e["data"])
-            first[e["pk"]].append(put_order[e["data"]])
-    disorder = [key for key, order in first.items() if order != sorted(order)]
-    children = set(facts.shard_parents)
     shards_of: dict[str, set[str]] = defaultdict(set)
-    for e in records:
+    done: set[str] = set()
+    for e in run.records:
         if e["data"] in routed:
             shards_of[e["pk"]].add(e["_shard"])
-    crossed = sum(bool(got & facts.parents) and bool(got & children) for got in shards_of.values())
-    if disorder:
-        failures.append(f"{len(disorder)} keys delivered out of order (first deliveries), e.g. {disorder[:5]}")
+            if e["data"] not in done:
+                done.add(e["data"])
+                first[e["pk"]].append(run.put_order[e["data"]])
+    children = set(run.facts.shard_parents)
+    crossed = sum(bool(got & run.facts.parents) and bool(got & children) for got in shards_of.values())
+    return [key for key, order in first.items() if order != sorted(order)], crossed
 
-    # no checkpoint backwards
-    backwards = list(facts.backwards)
+
+def checkpoints_backwards(run: Run) -> list[str]:
+    """What the table monitor saw go back, and per shard any saved checkpoint behind an earlier one."""
+    backwards = list(run.facts.backwards)
     best: dict[str, tuple[int, int]] = {}
-    for e in sorted((e for e in facts.entries if e.get("event") == "checkpoint" and not e["error"]),
+    for e in sorted((e for e in run.facts.entries if e.get("event") == "checkpoint" and not e["error"]),
                     key=lambda e: e["at"]):
         at = position(e["seq"], e["sub"])
         if at < best.get(e["_shard"], BEFORE_ALL):
             backwards.append(f"{e['_shard']}: pid {e['_pid']} checkpointed {e['seq']} after {best[e['_shard']]}")
         best[e["_shard"]] = max(at, best.get(e["_shard"], BEFORE_ALL))
-    if backwards:
-        failures.append(f"checkpoints went backwards: {backwards[:5]}")
+    return backwards
 
-    # clean exits
-    unclean = {host: code for host, code in facts.exit_codes.items() if code != 0}
-    if unclean or len(facts.exit_codes) < len(facts.logs):
-        failures.append(f"hosts did not exit 0 after SIGTERM: {unclean or facts.exit_codes}")
 
-    gaps = longest_gaps(records, facts.shard_parents)
-    figures = {
-        "seed": facts.seed, "seconds": round(facts.seconds), "put": len(put_order), "delivered": len(delivered),
-        "deliveries": len(records), "lost": len(lost), "duplicates": dict(causes), "unexplained": sum(unexplained.values()),
-        "non_holder": len(non_holder), "non_holder_processors": len(by_batch),
+def figures(run: Run, lost: list[str], causes: Counter, unexplained: Counter, non_holder: list[dict],
+            processors_non_holder: int, crossed: int, backwards: list[str]) -> dict:
+    facts, injected = run.facts, run.facts.injected
+    gaps = longest_gaps(run.records, facts.shard_parents)
+    return {
+        "seed": facts.seed, "seconds": round(facts.seconds), "put": len(run.put_order),
+        "delivered": len({e["data"] for e in run.records}), "deliveries": len(run.records), "lost": len(lost),
+        "duplicates": dict(causes), "unexplained": sum(unexplained.values()),
+        "non_holder": len(non_holder), "non_holder_processors": processors_non_holder,
         "throttled": {s: c.get("throttled", 0) for s, c in facts.throttled.items()},
         "requests": {s: c.get("requests", 0) for s, c in facts.throttled.items()},
-        "keys_crossed": crossed, "steps_done": sum("skipped" not in i for i in facts.injected if i["action"] != "restart_host"),
-        "splits": sum(i["action"] == "split" for i in facts.injected),
-        "merges": sum(i["action"] == "merge" for i in facts.injected),
-        "processor_kills": sum(i["action"] == "kill_processor" and "pids" in i for i in facts.injected),
-        "host_kills": sum(i["action"] == "kill_host" for i in facts.injected), "pauses": len(pauses),
-        "longest_gap": max(gaps.items(), key=lambda kv: kv[1], default=("-", 0.0)), "gaps": gaps, "backwards": len(backwards),
-        "exits": dict(facts.exit_codes), "errors_logged": errors_logged(facts.logs),
-        "leases_lost": leases_lost(facts), 
+        "keys_crossed": crossed,
+        "steps_done": sum("skipped" not in i for i in injected if i["action"] != "restart_host"),
+        "splits": sum(i["action"] == "split" for i in injected),
+        "merges": sum(i["action"] == "merge" for i in injected),
+        "processor_kills": sum(i["action"] == "kill_processor" and "pids" in i for i in injected),
+        "host_kills": sum(i["action"] == "kill_host" for i in injected), "pauses": len(run.pauses),
+        "longest_gap": max(gaps.items(), key=lambda kv: kv[1], default=("-", 0.0)), "gaps": gaps,
+        "backwards": len(backwards), "exits": dict(facts.exit_codes), "errors_logged": errors_logged(facts.logs),
+        "leases_lost": leases_lost(facts),
     }
-    return Verdict(figures, failures, details)
 
 
 def longest_gaps(records: list[dict], parents: dict[str, list[str]]) -> dict[str, float]:

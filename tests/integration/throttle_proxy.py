@@ -12,7 +12,8 @@ throttling error each service sends there (DynamoDB ``ThrottlingException``, Kin
 
 Seeded: the decisions come from one ``random.Random(seed)`` in the order requests arrive
 (concurrent requests arrive in no fixed order, so a run replays its rates, not each
-decision). DynamoDB writes go to moto one at a time (see WRITES). ``set_share`` changes the share at once (a storm); ``counts`` says what it did.
+decision). DynamoDB writes go to moto one at a time (see WRITES). ``set_share`` changes the
+share at once (a storm); ``counts`` says what it did, ``slowest`` how long the emulator took.
 """
 
 from __future__ import annotations
