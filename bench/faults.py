@@ -6,7 +6,7 @@ One moto server and one kinesis-mock on loopback serve every seed (a stream and 
 table each). Per seed: the schedule, the faults as they were injected, then one row of
 figures and what the judge (tests/integration/fault_judge.py) found. A seed that fails
 replays alone with ``KCLMP_FAULT_SEED=<seed> pytest tests/integration/test_faults.py``.
-About two and a half minutes a seed on a loaded 2-core machine.
+75-95 s a seed on a loaded 2-core machine.
 """
 
 from __future__ import annotations
