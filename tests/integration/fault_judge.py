@@ -196,7 +196,7 @@ def explain_non_holders(run: Run, non_holder: list[dict]) -> list[str]:
     for (shard, pid), got in sorted(by_processor.items()):
         host = run.procs[(shard, pid)].host
         taken = [(t, h) for t, h in run.timeline.get(shard, []) if t <= got[0]["at"] and h != host]
-        resumed = [p["until"] for p in run.pauses if p["host"] == host and 0 <= got[0]["at"] - p["until"] < 5.0]
+        resumed = [p["until"] for p in run.pauses if p["host"] == host and -TOLERANCE_S <= got[0]["at"] - p["until"] < 5.0]
         learnt = [t for t, e in log_lines(run.facts.logs.get(host, "")) if t >= taken[-1][0] and
                   e.get("msg", "").startswith(f"lost lease {shard}:")] if taken else []
         details.append(
