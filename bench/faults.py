@@ -26,19 +26,19 @@ from tests.integration.fault_run import FaultRun, schedule  # noqa: E402
 from tests.integration.kinesis_mock import start_kinesis_mock  # noqa: E402
 
 COLUMNS = ("seed", "s", "put", "delivered", "lost", "duplicates by cause", "unexpl.", "non-holder", "throttled d/k",
-           "split/merge", "keys crossed", "kills p/h", "pauses", "longest gap", "ckpt back", "exits")
+           "split/merge", "keys crossed", "kills p/h", "pauses", "longest wait", "ckpt back", "exits")
 
 
 def row(v: Verdict) -> tuple[str, ...]:
     f = v.figures
     duplicates = ", ".join(f"{cause} {n}" for cause, n in sorted(f["duplicates"].items())) or "0"
-    gap_shard, gap_s = f["longest_gap"]
+    wait_shard, wait_s = f["longest_wait"]
     return (str(f["seed"]), str(f["seconds"]), str(f["put"]), str(f["delivered"]), str(f["lost"]), duplicates,
             str(f["unexplained"]), f"{f['non_holder']} ({f['non_holder_processors']} proc.)",
             f"{f['throttled'].get('dynamodb', 0)}/{f['throttled'].get('kinesis', 0)}",
             f"{f['splits']}/{f['merges']}", str(f["keys_crossed"]), f"{f['processor_kills']}/{f['host_kills']}",
             str(f["pauses"]),
-            f"{gap_s:.1f} s {gap_shard[-3:]}", str(f["backwards"]),
+            f"{wait_s:.1f} s ({wait_shard[-3:]})", str(f["backwards"]),
             "all 0" if set(f["exits"].values()) == {0} else str(f["exits"]))
 
 

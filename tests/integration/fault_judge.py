@@ -289,7 +289,7 @@ def checkpoints_backwards(run: Run) -> list[str]:
 def figures(run: Run, lost: list[str], causes: Counter, unexplained: Counter, non_holder: list[dict],
             processors_non_holder: int, crossed: int, backwards: list[str]) -> dict:
     facts, injected = run.facts, run.facts.injected
-    gaps = longest_gaps(run.records, facts.shard_parents)
+    waits = longest_waits(run.records, facts.began)
     return {
         "seed": facts.seed, "seconds": round(facts.seconds), "put": len(run.put_order),
         "delivered": len({e["data"] for e in run.records}), "deliveries": len(run.records), "lost": len(lost),
@@ -303,28 +303,26 @@ def figures(run: Run, lost: list[str], causes: Counter, unexplained: Counter, no
         "merges": sum(i["action"] == "merge" for i in injected),
         "processor_kills": sum(i["action"] == "kill_processor" and "pids" in i for i in injected),
         "host_kills": sum(i["action"] == "kill_host" for i in injected), "pauses": len(run.pauses),
-        "longest_gap": max(gaps.items(), key=lambda kv: kv[1], default=("-", 0.0)), "gaps": gaps,
+        "longest_wait": max(waits.items(), key=lambda kv: kv[1], default=("-", 0.0)), "waits": waits,
         "backwards": len(backwards), "exits": dict(facts.exit_codes), "errors_logged": errors_logged(facts.logs),
         "leases_lost": leases_lost(facts),
     }
 
 
-def longest_gaps(records: list[dict], parents: dict[str, list[str]]) -> dict[str, float]:
-    """Per shard, the longest time it went without a delivery while it had records (between two
-    of its deliveries, or from its parents' last delivery to its first), s. The producer puts
-    into every open shard several times a second, so this is the longest time without a
-    processor."""
-    times: dict[str, list[float]] = defaultdict(list)
+def longest_waits(records: list[dict], since: float) -> dict[str, float]:
+    """Per shard, the longest a record that arrived after ``since`` (the warm-up) waited from
+    its arrival in the stream (Kinesis's ApproximateArrivalTimestamp) to its first delivery, s:
+    the longest time a shard with records to give had no processor taking them (a gap in the
+    producer's puts is not counted)."""
+    first: dict[str, dict] = {}
     for e in records:
-        times[e["_shard"]].append(e["at"])
-    gaps = {}
-    for shard, ts in sorted(times.items()):
-        ts.sort()
-        before = [max(times[p]) for p in parents.get(shard, []) if times.get(p)]
-        if before:
-            ts = [max(before), *ts]
-        gaps[shard] = round(max((b - a for a, b in zip(ts, ts[1:])), default=0.0), 1)
-    return gaps
+        first.setdefault(e["data"], e)
+    waits: dict[str, float] = defaultdict(float)
+    for e in first.values():
+        if e["ts"] / 1000 < since:
+            continue
+        waits[e["_shard"]] = max(waits[e["_shard"]], round(e["at"] - e["ts"] / 1000, 1))
+    return dict(sorted(waits.items()))
 
 
 def leases_lost(facts: Facts) -> dict[str, int]:

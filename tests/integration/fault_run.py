@@ -80,6 +80,7 @@ class Facts:
     parents: set[str] = field(default_factory=set)  # shards ended by a split or merge
     shard_parents: dict[str, list[str]] = field(default_factory=dict)  # child shard -> its parents
     seconds: float = 0.0
+    began: float = 0.0  # the end of the warm-up: the first step's time 0
 
     def save(self, path: Path) -> None:
         """As JSON, to judge again later (``Facts.load``)."""
@@ -227,7 +228,7 @@ class FaultRun:
                        "records from all shards")
             wait_until(lambda: min(monitor.owners().get(h, 0) for h in HOSTS) >= 2, 90,
                        "every host holding two leases")
-            origin = time.monotonic()
+            origin, self.facts.began = time.monotonic(), time.time()
             for step in self.facts.steps:
                 time.sleep(max(0.0, origin + step.at_s - time.monotonic()))
                 getattr(self, step.action)(step)

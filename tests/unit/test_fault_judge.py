@@ -27,7 +27,8 @@ def init(pid: int, at: float, host: str, seq: str = "TRIM_HORIZON") -> dict:
 
 
 def rec(pid: int, at: float, i: int, key: str = "k") -> dict:
-    return {"pk": key, "data": f'{{"id": {i}}}', "seq": SEQ[i], "sub": 0, "at": at, "_shard": SHARD, "_pid": pid}
+    return {"pk": key, "data": f'{{"id": {i}}}', "seq": SEQ[i], "sub": 0, "ts": round((T0 + i) * 1000), "at": at,
+            "_shard": SHARD, "_pid": pid}
 
 
 def puts(n: int, key: str = "k") -> list[Put]:
@@ -43,6 +44,7 @@ def test_a_clean_history_passes_with_its_figures():
     verdict = judge(facts([init(1, T0 + 1, "host-a"), *(rec(1, T0 + 2 + i, i) for i in range(3))]))
     assert verdict.failures == []
     assert (verdict.figures["put"], verdict.figures["delivered"], verdict.figures["lost"]) == (3, 3, 0)
+    assert verdict.figures["longest_wait"] == (SHARD, 2.0)  # each record 2 s from its arrival to its delivery
 
 
 def test_a_record_never_delivered_is_lost():
