@@ -8,7 +8,7 @@ KINESIS_MOCK := tests/emulators/node_modules/kinesis-local/main.js
 # The Node.js processor's published aws-kcl library.
 NODE_PROCESSOR := processors/nodejs/node_modules/aws-kcl/package.json
 
-.PHONY: demo spark-demo test unit integration bench bench-protocol bench-balance clean jq java
+.PHONY: demo spark-demo test unit integration bench bench-protocol bench-balance bench-faults clean jq java
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -77,6 +77,10 @@ bench-protocol: $(STAMP)
 ## bench-balance: take intervals to balance after a cold start, a join and a crash, kcl-mp vs the Java rule
 bench-balance: $(STAMP)
 	$(BIN)/python bench/balance_sim.py $(BENCH_ARGS)
+
+## bench-faults: the fault run (kills, a pause past failover, throttling, a split and a merge) for seeds 1-3, and its figures
+bench-faults: $(STAMP)
+	$(BIN)/python bench/faults.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info tests/emulators/node_modules processors/nodejs/node_modules

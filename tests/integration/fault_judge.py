@@ -1,0 +1,343 @@
+"""The judge of a fault run (fault_run.py): pure, from the run's ``Facts`` to figures and a
+list of failures.
+
+Ground truth: the producer's puts (what Kinesis acknowledged), every processor's recorded
+lines (each record with the wall-clock time its processor handled it), the hosts' JSON logs
+(the lease timeline) and the times the faults were injected.
+
+The rules:
+- Nothing lost: every record put is delivered at least once.
+- Per-key order: for each partition key, the first deliveries, in the order they happened,
+  follow the order the records were put (so across a reshard a child's records come after
+  its parents'); only records routed by their own key count (not the riders of an aggregate).
+- Who holds a lease when: every ownership change is a conditional write, so the hosts' logs
+  give one order per lease: it is held by H from H's log line "took/stole lease K", "lease K
+  handed over at checkpoint", "kept lease K from an earlier run", until another host's such
+  line, or H's own "handed lease K over" / "released lease K" (then by nobody).
+- No delivery by a non-holder: a record handled by H's processor at time t is a non-holder
+  delivery when H held the lease at no moment of [t - TOLERANCE_S, t]. The tolerance covers
+  what the recorder's time stamps lag behind the moment kcl-mp handed the batch over (the
+  driver has one batch of at most maxRecords in flight; the processor stamps each record as
+  it handles it) and the logs' millisecond stamps. A take is logged after its write returned,
+  which only makes the check more lenient, never stricter.
+- Every duplicate explained: the second and later deliveries of a record must come from a
+  different processor that started from the shard's last saved checkpoint (none recorded as
+  saved before its initialize is further), below the record (the record was not checkpointed
+  yet), after the processor that delivered it before ended by a fault: killed
+  (processor or whole host), its host paused past failover, or its lease lost. A duplicate
+  that is a non-holder delivery is counted as such. Anything else is unexplained.
+- No checkpoint backwards: the table monitor saw none, and per shard the successful
+  checkpoints the processors recorded never go back.
+- Clean exits: every host exits 0 after SIGTERM at the end.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from .fault_run import FAILOVER_MS, Facts
+
+TOLERANCE_S = 0.5
+ACQUIRED = [re.compile(p) for p in (r"^took lease (\S+) ", r"^stole lease (\S+) ", r"^lease (\S+) handed over at ",
+                                    r"^kept lease (\S+) from an earlier run")]
+RELEASED = [re.compile(p) for p in (r"^handed lease (\S+) over", r"^released lease (\S+) ",
+                                    r"^shard (\S+): .* released the lease for another host")]
+BEFORE_ALL, AFTER_ALL = (-1, 0), (10 ** 80, 0)  # sequence numbers have 56 digits
+
+
+def position(seq: object, sub: object = 0) -> tuple[int, int]:
+    """A sequence number (or the initialize checkpoint's sentinel) as a comparable pair."""
+    if seq in (None, "SHARD_END"):
+        return AFTER_ALL
+    if not str(seq).isdigit():  # TRIM_HORIZON, LATEST, AT_TIMESTAMP: before every record
+        return BEFORE_ALL
+    return (int(seq), int(sub or 0))
+
+
+@dataclass
+class Processor:
+    shard: str
+    pid: int
+    host: str = "?"
+    started_at: float = 0.0
+    start: tuple[int, int] = BEFORE_ALL
+    events: list[str] = field(default_factory=list)
+    last_at: float = 0.0
+
+
+@dataclass
+class Verdict:
+    figures: dict
+    failures: list[str]
+    details: list[str]
+
+
+def clock(t: float) -> str:
+    return datetime.fromtimestamp(t).strftime("%H:%M:%S.%f")[:-3]
+
+
+def log_lines(text: str) -> list[tuple[float, dict]]:
+    out = []
+    for line in text.splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            entry = json.loads(line)
+            out.append((datetime.strptime(entry["ts"], "%Y-%m-%dT%H:%M:%S.%f").timestamp(), entry))
+        except (ValueError, KeyError):  # the last line of a killed host may be cut short
+            continue
+    return out
+
+
+def lease_timeline(logs: dict[str, str]) -> dict[str, list[tuple[float, str | None]]]:
+    """Per lease, (time, holder) at each ownership change the hosts logged, in time order. A
+    release counts only while its host holds the lease: a handoff's new owner may log that it
+    has the lease before the old owner logs that it let go (each logs after its own call)."""
+    events: dict[str, list[tuple[float, str, bool]]] = defaultdict(list)
+    for host, text in logs.items():
+        for t, entry in log_lines(text):
+            msg = entry.get("msg", "")
+            for patterns, acquired in ((ACQUIRED, True), (RELEASED, False)):
+                match = next((m for m in (p.match(msg) for p in patterns) if m), None)
+                if match:
+                    events[match.group(1).rstrip(",")].append((t, host, acquired))
+    timeline: dict[str, list[tuple[float, str | None]]] = {}
+    for key, found in events.items():
+        holder: str | None = None
+        changes = timeline[key] = []
+        for t, host, acquired in sorted(found):
+            if acquired or holder == host:
+                holder = host if acquired else None
+                changes.append((t, holder))
+    return timeline
+
+
+def held_within(timeline: list[tuple[float, str | None]], host: str, start: float, end: float) -> bool:
+    """Did ``host`` hold the lease at any moment of [start, end]?"""
+    times = [t for t, _ in timeline]
+    i = bisect.bisect_right(times, start) - 1
+    if i >= 0 and timeline[i][1] == host:
+        return True
+    return any(holder == host for t, holder in timeline[i + 1:bisect.bisect_right(times, end)])
+
+
+def processors(entries: list[dict]) -> dict[tuple[str, int], Processor]:
+    found: dict[tuple[str, int], Processor] = {}
+    for e in entries:
+        p = found.setdefault((e["_shard"], e["_pid"]), Processor(e["_shard"], e["_pid"]))
+        p.last_at = max(p.last_at, e["at"])
+        if e.get("event") == "initialize":
+            p.host, p.started_at, p.start = e.get("host") or "?", e["at"], position(e["seq"], e["sub"])
+        elif "event" in e:
+            p.events.append(e["event"])
+    return found
+
+
+class Run:
+    """One run's facts, read once: its processors, its records in time order, its lease timeline."""
+
+    def __init__(self, facts: Facts):
+        self.facts = facts
+        self.procs = processors(facts.entries)
+        self.records = sorted((e for e in facts.entries if "event" not in e), key=lambda e: e["at"])
+        self.timeline = lease_timeline(facts.logs)
+        self.put_order = {p.data: i for i, p in enumerate(facts.puts)}
+        self.pauses = [i for i in facts.injected if i["action"] == "pause_host"]
+
+    def host(self, e: dict) -> str:
+        return self.procs[(e["_shard"], e["_pid"])].host
+
+
+def judge(facts: Facts) -> Verdict:
+    run = Run(facts)
+    failures: list[str] = []
+    details: list[str] = []
+    lost = [d for d in run.put_order if d not in {e["data"] for e in run.records}]
+    if lost:
+        failures.append(f"{len(lost)} of {len(run.put_order)} records never delivered, e.g. {lost[:5]}")
+    non_holder = non_holder_deliveries(run)
+    details += explain_non_holders(run, non_holder)
+    processors_non_holder = len({(e["_shard"], e["_pid"]) for e in non_holder})
+    if non_holder:
+        failures.append(f"{len(non_holder)} deliveries by a host that did not hold the lease "
+                        f"({processors_non_holder} processors; see the details)")
+    causes, unexplained = duplicates(run, {id(e) for e in non_holder})
+    if unexplained:
+        failures.append(f"{sum(unexplained.values())} unexplained duplicates: {dict(unexplained)}")
+    disorder, crossed = key_order(run)
+    if disorder:
+        failures.append(f"{len(disorder)} keys delivered out of order (first deliveries), e.g. {disorder[:5]}")
+    backwards = checkpoints_backwards(run)
+    if backwards:
+        failures.append(f"checkpoints went backwards: {backwards[:5]}")
+    unclean = {host: code for host, code in facts.exit_codes.items() if code != 0}
+    if unclean or len(facts.exit_codes) < len(facts.logs):
+        failures.append(f"hosts did not exit 0 after SIGTERM: {unclean or facts.exit_codes}")
+    return Verdict(figures(run, lost, causes, unexplained, non_holder, processors_non_holder, crossed, backwards),
+                   failures, details)
+
+
+def non_holder_deliveries(run: Run) -> list[dict]:
+    return [e for e in run.records
+            if not held_within(run.timeline.get(e["_shard"], []), run.host(e), e["at"] - TOLERANCE_S, e["at"])]
+
+
+def explain_non_holders(run: Run, non_holder: list[dict]) -> list[str]:
+    """Per processor: what it handled when, who had taken the lease, when its host learnt."""
+    by_processor: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    for e in non_holder:
+        by_processor[(e["_shard"], e["_pid"])].append(e)
+    details = []
+    for (shard, pid), got in sorted(by_processor.items()):
+        host = run.procs[(shard, pid)].host
+        taken = [(t, h) for t, h in run.timeline.get(shard, []) if t <= got[0]["at"] and h != host]
+        resumed = [p["until"] for p in run.pauses if p["host"] == host and -TOLERANCE_S <= got[0]["at"] - p["until"] < 5.0]
+        learnt = [t for t, e in log_lines(run.facts.logs.get(host, "")) if t >= taken[-1][0] and
+                  e.get("msg", "").startswith(f"lost lease {shard}:")] if taken else []
+        details.append(
+            f"non-holder: {host} (processor pid {pid}) handled {len(got)} records of {shard} at "
+            f"{clock(got[0]['at'])}-{clock(got[-1]['at'])}; {taken[-1][1] if taken else '?'} had taken the lease "
+            f"at {clock(taken[-1][0]) if taken else '?'}; {host} logged 'lost lease' at "
+            f"{clock(learnt[0]) if learnt else 'never'}"
+            + (f"; {got[0]['at'] - resumed[-1]:.2f} s after {host} resumed from its pause" if resumed else
+               "; no pause of this host (its renewals were late)"))
+    return details
+
+
+def duplicates(run: Run, non_holder: set[int]) -> tuple[Counter, Counter]:
+    """Every second and later delivery of a record: (explained ones by cause, unexplained ones)."""
+    killed = {pid: i["action"] for i in run.facts.injected if i["action"] in ("kill_processor", "kill_host")
+              for pid in i.get("pids", [])}
+    saved = sorted((e["at"], e["_shard"], position(e["seq"], e["sub"])) for e in run.facts.entries
+                   if e.get("event") == "checkpoint" and not e["error"])
+
+    def last_checkpoint(p: Processor) -> tuple[int, int]:
+        """The furthest checkpoint of the shard a processor recorded as saved before ``p`` started."""
+        return max((at for t, shard, at in saved if shard == p.shard and t < p.started_at), default=BEFORE_ALL)
+
+    def paused(host: str, delivered_at: float, restarted_at: float) -> bool:
+        """Delivered by ``host`` before it resumed, again by a processor started after it stopped."""
+        return any(p["host"] == host and delivered_at <= p["until"] + TOLERANCE_S and restarted_at >= p["t"]
+                   for p in run.pauses)
+
+    causes: Counter = Counter()
+    unexplained: Counter = Counter()
+    history: dict[str, list[dict]] = defaultdict(list)
+    for e in run.records:
+        history[e["data"]].append(e)
+    for seen in history.values():
+        for before, again in zip(seen, seen[1:]):
+            prev, this = run.procs[(before["_shard"], before["_pid"])], run.procs[(again["_shard"], again["_pid"])]
+            if id(again) in non_holder:
+                causes["non-holder delivery"] += 1
+            elif prev is this:
+                unexplained[f"twice by one processor ({this.shard} pid {this.pid} on {this.host})"] += 1
+            elif position(again["seq"], again["sub"]) <= this.start:
+                unexplained[f"at or below its processor's start checkpoint ({this.shard} pid {this.pid})"] += 1
+            elif this.start < last_checkpoint(this):
+                unexplained[f"its processor started behind the last checkpoint ({this.shard} pid {this.pid})"] += 1
+            elif prev.pid in killed:
+                causes["processor killed" if killed[prev.pid] == "kill_processor" else "host killed"] += 1
+            elif paused(prev.host, before["at"], this.started_at):
+                causes["host paused past failover"] += 1
+            elif "leaseLost" in prev.events:
+                causes["lease lost"] += 1
+            else:
+                unexplained[f"after {prev.shard} pid {prev.pid} on {prev.host} ended ({', '.join(prev.events[-3:])})"
+                            f" -> pid {this.pid} on {this.host}"] += 1
+    return causes, unexplained
+
+
+def key_order(run: Run) -> tuple[list[str], int]:
+    """Keys whose first deliveries do not follow the put order, and how many keys crossed from a
+    parent shard to a child. Only records routed by their own key count: an aggregate is routed
+    by its first user record's key; the others ride along, into a shard their key may not hash
+    to when the producer's shard map is stale around a reshard (as the KPL's can be)."""
+    routed = {p.data for p in run.facts.puts if p.sub_sequence_number == 0}
+    first: dict[str, list[int]] = defaultdict(list)
+    shards_of: dict[str, set[str]] = defaultdict(set)
+    done: set[str] = set()
+    for e in run.records:
+        if e["data"] in routed:
+            shards_of[e["pk"]].add(e["_shard"])
+            if e["data"] not in done:
+                done.add(e["data"])
+                first[e["pk"]].append(run.put_order[e["data"]])
+    children = set(run.facts.shard_parents)
+    crossed = sum(bool(got & run.facts.parents) and bool(got & children) for got in shards_of.values())
+    return [key for key, order in first.items() if order != sorted(order)], crossed
+
+
+def checkpoints_backwards(run: Run) -> list[str]:
+    """What the table monitor saw go back, and per shard any saved checkpoint behind an earlier one."""
+    backwards = list(run.facts.backwards)
+    best: dict[str, tuple[int, int]] = {}
+    for e in sorted((e for e in run.facts.entries if e.get("event") == "checkpoint" and not e["error"]),
+                    key=lambda e: e["at"]):
+        at = position(e["seq"], e["sub"])
+        if at < best.get(e["_shard"], BEFORE_ALL):
+            backwards.append(f"{e['_shard']}: pid {e['_pid']} checkpointed {e['seq']} after {best[e['_shard']]}")
+        best[e["_shard"]] = max(at, best.get(e["_shard"], BEFORE_ALL))
+    return backwards
+
+
+def figures(run: Run, lost: list[str], causes: Counter, unexplained: Counter, non_holder: list[dict],
+            processors_non_holder: int, crossed: int, backwards: list[str]) -> dict:
+    facts, injected = run.facts, run.facts.injected
+    waits = longest_waits(run.records, facts.began)
+    return {
+        "seed": facts.seed, "seconds": round(facts.seconds), "put": len(run.put_order),
+        "delivered": len({e["data"] for e in run.records}), "deliveries": len(run.records), "lost": len(lost),
+        "duplicates": dict(causes), "unexplained": sum(unexplained.values()),
+        "non_holder": len(non_holder), "non_holder_processors": processors_non_holder,
+        "throttled": {s: c.get("throttled", 0) for s, c in facts.throttled.items()},
+        "requests": {s: c.get("requests", 0) for s, c in facts.throttled.items()},
+        "keys_crossed": crossed,
+        "steps_done": sum("skipped" not in i for i in injected if i["action"] != "restart_host"),
+        "splits": sum(i["action"] == "split" for i in injected),
+        "merges": sum(i["action"] == "merge" for i in injected),
+        "processor_kills": sum(i["action"] == "kill_processor" and "pids" in i for i in injected),
+        "host_kills": sum(i["action"] == "kill_host" for i in injected), "pauses": len(run.pauses),
+        "longest_wait": max(waits.items(), key=lambda kv: kv[1], default=("-", 0.0)), "waits": waits,
+        "backwards": len(backwards), "exits": dict(facts.exit_codes), "errors_logged": errors_logged(facts.logs),
+        "leases_lost": leases_lost(facts),
+    }
+
+
+def longest_waits(records: list[dict], since: float) -> dict[str, float]:
+    """Per shard, the longest a record that arrived after ``since`` (the warm-up) waited from
+    its arrival in the stream (Kinesis's ApproximateArrivalTimestamp) to its first delivery, s:
+    the longest time a shard with records to give had no processor taking them (a gap in the
+    producer's puts is not counted)."""
+    first: dict[str, dict] = {}
+    for e in records:
+        first.setdefault(e["data"], e)
+    waits: dict[str, float] = defaultdict(float)
+    for e in first.values():
+        if e["ts"] / 1000 < since:
+            continue
+        waits[e["_shard"]] = max(waits[e["_shard"]], round(e["at"] - e["ts"] / 1000, 1))
+    return dict(sorted(waits.items()))
+
+
+def leases_lost(facts: Facts) -> dict[str, int]:
+    """The hosts' "lost lease" lines: in all, and within a storm (or failover after it)."""
+    storms = [(i["t"], i["until"] + FAILOVER_MS / 1000) for i in facts.injected if i["action"] == "storm"]
+    lost = [t for text in facts.logs.values() for t, e in log_lines(text) if e.get("msg", "").startswith("lost lease ")]
+    return {"all": len(lost), "in_storm": sum(any(a <= t <= b for a, b in storms) for t in lost)}
+
+
+def errors_logged(logs: dict[str, str]) -> list[str]:
+    """The hosts' ERROR lines other than the ones a killed processor causes."""
+    out = []
+    for host, text in logs.items():
+        for _, entry in log_lines(text):
+            msg = entry.get("msg", "")
+            if entry.get("level") == "ERROR" and "restart" not in msg and "processor failed" not in msg:
+                out.append(f"{host} {entry['ts']} {entry.get('shard', '-')}: {msg[:200]}")
+    return out

@@ -1,0 +1,94 @@
+"""The fault run's judge (tests/integration/fault_judge.py), rule by rule, on small histories
+written out by hand: each rule must pass what is right and catch what is wrong."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+
+from kcl_mp.producer import Put
+from tests.integration.fault_judge import TOLERANCE_S, judge
+from tests.integration.fault_run import Facts
+
+T0 = 1_800_000_000.0
+SHARD = "shardId-000000000000"
+SEQ = [str(49_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000 + i) for i in range(10)]
+
+
+def log(*lines: tuple[float, str]) -> str:
+    return "".join(json.dumps({"ts": datetime.fromtimestamp(t).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3],
+                               "level": "INFO", "msg": msg}) + "\n" for t, msg in lines)
+
+
+def init(pid: int, at: float, host: str, seq: str = "TRIM_HORIZON") -> dict:
+    return {"event": "initialize", "seq": seq, "sub": None, "host": host, "at": at, "_shard": SHARD, "_pid": pid}
+
+
+def rec(pid: int, at: float, i: int, key: str = "k") -> dict:
+    return {"pk": key, "data": f'{{"id": {i}}}', "seq": SEQ[i], "sub": 0, "ts": round((T0 + i) * 1000), "at": at,
+            "_shard": SHARD, "_pid": pid}
+
+
+def puts(n: int, key: str = "k") -> list[Put]:
+    return [Put(i, key, f'{{"id": {i}}}', SHARD, SEQ[i], 0) for i in range(n)]
+
+
+def facts(entries: list[dict], n: int = 3, logs: dict[str, str] | None = None, **more: object) -> Facts:
+    logs = logs or {"host-a": log((T0, f"took lease {SHARD} (from nobody), checkpoint TRIM_HORIZON"))}
+    return Facts(0, (), puts=puts(n), entries=entries, logs=logs, exit_codes={h: 0 for h in logs}, **more)
+
+
+def test_a_clean_history_passes_with_its_figures():
+    verdict = judge(facts([init(1, T0 + 1, "host-a"), *(rec(1, T0 + 2 + i, i) for i in range(3))]))
+    assert verdict.failures == []
+    assert (verdict.figures["put"], verdict.figures["delivered"], verdict.figures["lost"]) == (3, 3, 0)
+    assert verdict.figures["longest_wait"] == (SHARD, 2.0)  # each record 2 s from its arrival to its delivery
+
+
+def test_a_record_never_delivered_is_lost():
+    verdict = judge(facts([init(1, T0 + 1, "host-a"), rec(1, T0 + 2, 0), rec(1, T0 + 3, 1)]))
+    assert verdict.figures["lost"] == 1 and "never delivered" in verdict.failures[0]
+
+
+@pytest.mark.parametrize("after_s, caught", [(TOLERANCE_S - 0.1, False), (TOLERANCE_S + 0.1, True)])
+def test_a_delivery_after_another_host_took_the_lease_is_caught_beyond_the_tolerance(after_s, caught):
+    logs = {"host-a": log((T0, f"took lease {SHARD} (from nobody), checkpoint TRIM_HORIZON")),
+            "host-b": log((T0 + 10, f"took lease {SHARD} (from host-a), checkpoint {SEQ[1]}"))}
+    entries = [init(1, T0 + 1, "host-a"), rec(1, T0 + 2, 0), rec(1, T0 + 3, 1), rec(1, T0 + 10 + after_s, 2)]
+    verdict = judge(facts(entries, logs=logs))
+    assert (verdict.figures["non_holder"] == 1) is caught
+    assert any("did not hold the lease" in f for f in verdict.failures) is caught
+
+
+def test_a_redelivery_after_a_processor_kill_is_explained_and_one_below_the_checkpoint_is_not():
+    killed = [{"t": T0 + 4, "action": "kill_processor", "host": "host-a", "pids": [1]}]
+    first = [init(1, T0 + 1, "host-a"), rec(1, T0 + 2, 0), rec(1, T0 + 3, 1)]
+    again = judge(facts([*first, init(2, T0 + 5, "host-a", SEQ[0]), rec(2, T0 + 6, 1), rec(2, T0 + 7, 2)],
+                        injected=killed))
+    assert again.failures == [] and again.figures["duplicates"] == {"processor killed": 1}
+    below = judge(facts([*first, init(2, T0 + 5, "host-a", SEQ[1]), rec(2, T0 + 6, 1), rec(2, T0 + 7, 2)],
+                        injected=killed))
+    assert below.figures["unexplained"] == 1 and "start checkpoint" in below.failures[0]
+
+
+def test_a_redelivery_without_a_fault_is_unexplained():
+    entries = [init(1, T0 + 1, "host-a"), rec(1, T0 + 2, 0), rec(1, T0 + 3, 1),
+               init(2, T0 + 5, "host-a", SEQ[0]), rec(2, T0 + 6, 1), rec(2, T0 + 7, 2)]
+    assert judge(facts(entries)).figures["unexplained"] == 1
+
+
+def test_first_deliveries_out_of_put_order_are_caught():
+    verdict = judge(facts([init(1, T0 + 1, "host-a"), rec(1, T0 + 2, 1), rec(1, T0 + 3, 0), rec(1, T0 + 4, 2)]))
+    assert any("out of order" in f for f in verdict.failures)
+
+
+def test_a_checkpoint_going_back_and_an_unclean_exit_are_caught():
+    back = [{"event": "checkpoint", "seq": SEQ[s], "sub": 0, "error": None, "at": T0 + 3 + n, "_shard": SHARD,
+             "_pid": 1} for n, s in enumerate((2, 1))]
+    verdict = judge(facts([init(1, T0 + 1, "host-a"), *(rec(1, T0 + 2, i) for i in range(3)), *back]))
+    assert any("backwards" in f for f in verdict.failures)
+    unclean = facts([init(1, T0 + 1, "host-a"), *(rec(1, T0 + 2, i) for i in range(3))])
+    unclean.exit_codes = {"host-a": 1}
+    assert any("did not exit 0" in f for f in judge(unclean).failures)
