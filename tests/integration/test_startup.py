@@ -10,7 +10,6 @@ start-up call is retrying ends it promptly with exit status 0.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import sys
 import time
@@ -29,11 +28,12 @@ EXIT_BOUND_S = 30.0  # from the command to the exit status: Python's start, boto
 SIGNAL_BOUND_S = 8.0  # from the signal to the exit status (the unanswered call alone would take 20 s)
 
 
-def _start(tmp_path: Path, moto_url: str, stream: str, **keys: object) -> Daemon:
-    props = base_properties(moto_url, stream, stream + "-app", f"{sys.executable} {RECORDER}",
-                            **{"kclmp.metricsPort": free_port(), "kclmp.metricsAddress": "127.0.0.1",
-                               "cloudWatchClient.endpointOverride": moto_url}, **keys)
-    del props["metricsLevel"]  # the default: DETAILED, so the metrics process publishes too
+def _start(tmp_path: Path, moto_url: str, stream: str, metrics: bool = True, **keys: object) -> Daemon:
+    props = base_properties(moto_url, stream, stream + "-app", f"{sys.executable} {RECORDER}", **keys)
+    if metrics:
+        del props["metricsLevel"]  # the default: DETAILED, so the metrics process publishes too
+        props.update({"kclmp.metricsPort": free_port(), "kclmp.metricsAddress": "127.0.0.1",
+                      "cloudWatchClient.endpointOverride": moto_url})
     return Daemon(write_properties(tmp_path / "app.properties", **props), tmp_path / "run.log")
 
 
@@ -46,8 +46,6 @@ def _finish(daemon: Daemon, bound_s: float, since: float) -> tuple[int, float]:
         raise AssertionError(f"still running after {bound_s:.0f} s:\n{daemon.output()[-3000:]}")
     took = time.monotonic() - since
     text = daemon.output()
-    pids = [int(p) for p in re.findall(r"metrics process started \(pid (\d+)\)", text)]
-    assert pids, text  # the metrics process was running
     wait_until(lambda: not _group_alive(daemon.process.pid), 10, "every process of the group to end", 0.1)
     assert "Traceback" not in text, text
     return code, took
@@ -61,10 +59,11 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def _fails(daemon: Daemon, started: float, *needles: str) -> str:
+def _fails(daemon: Daemon, started: float, *needles: str, metrics: bool = True) -> str:
     code, took = _finish(daemon, EXIT_BOUND_S, started)
     text = daemon.output()
     assert code == 1, f"exit status {code}:\n{text[-3000:]}"
+    assert ("metrics process started" in text) is metrics, text
     (line,) = [line for line in text.splitlines() if line.startswith("kcl-mp: ")]
     for needle in needles:
         assert needle in line, line
@@ -72,12 +71,14 @@ def _fails(daemon: Daemon, started: float, *needles: str) -> str:
     return line
 
 
-def test_dynamodb_unreachable(tmp_path, moto_url, kinesis, unique_name):
+@pytest.mark.parametrize("metrics", [True, False], ids=["metrics", "no-metrics"])
+def test_dynamodb_unreachable(tmp_path, moto_url, kinesis, unique_name, metrics):
     ensure_stream(kinesis, unique_name, 1)
     port = free_port()  # bound and closed: nothing listens there
     started = time.monotonic()
-    daemon = _start(tmp_path, moto_url, unique_name, dynamoDBEndpoint=f"http://127.0.0.1:{port}")
-    _fails(daemon, started, f"lease table {unique_name}-app", f"127.0.0.1:{port}", "EndpointConnectionError")
+    daemon = _start(tmp_path, moto_url, unique_name, metrics, dynamoDBEndpoint=f"http://127.0.0.1:{port}")
+    _fails(daemon, started, f"lease table {unique_name}-app", f"127.0.0.1:{port}", "EndpointConnectionError",
+           metrics=metrics)
 
 
 def test_dynamodb_access_denied(tmp_path, moto_url, kinesis, unique_name):
@@ -115,14 +116,15 @@ def test_fanout_consumer_arn_of_no_consumer(tmp_path, moto_url, kinesis, unique_
     _fails(daemon, started, f"consumerArn {arn}: no such stream consumer")
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_a_signal_ends_a_retrying_start_up(tmp_path, moto_url, kinesis, unique_name, signum):
+@pytest.mark.parametrize("signum, metrics", [(signal.SIGTERM, True), (signal.SIGINT, True), (signal.SIGTERM, False)],
+                         ids=["SIGTERM", "SIGINT", "SIGTERM-no-metrics"])
+def test_a_signal_ends_a_retrying_start_up(tmp_path, moto_url, kinesis, unique_name, signum, metrics):
     """DynamoDB throttles the first DescribeTable and never answers the retry (botocore would
     wait 20 s for it, three more times): the signal ends the start-up at once."""
     ensure_stream(kinesis, unique_name, 1)
     stub = AwsStub(lambda n, target: "ThrottlingException" if n == 0 else None)
     try:
-        daemon = _start(tmp_path, moto_url, unique_name, dynamoDBEndpoint=stub.url)
+        daemon = _start(tmp_path, moto_url, unique_name, metrics, dynamoDBEndpoint=stub.url)
         wait_until(lambda: len(stub.targets) >= 2, 60, "the retry of DescribeTable", 0.1)
         time.sleep(0.5)  # well inside the unanswered request
         signalled = time.monotonic()
@@ -132,6 +134,7 @@ def test_a_signal_ends_a_retrying_start_up(tmp_path, moto_url, kinesis, unique_n
         stub.stop()
     text = daemon.output()
     assert code == 0, f"exit status {code}:\n{text[-3000:]}"
+    assert ("metrics process started" in text) is metrics, text
     assert f"{signal.Signals(signum).name} received during start-up: stopped before processing any lease" in text
     assert took < SIGNAL_BOUND_S, f"{took:.1f} s from the signal to the exit"
     print(f"{signal.Signals(signum).name} during a retrying start-up: exit 0 after {took:.2f} s")
