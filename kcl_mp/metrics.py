@@ -292,9 +292,9 @@ def health(now: float, received_at: float | None, state: Mapping, failover_s: fl
     host with no lease is healthy while it reports within ``failover_s``: a spare worker is
     a healthy worker.
 
-    Reports come once a second and between renewal rounds, so a running host reads
-    unhealthy only when a round takes more than two thirds of ``failover_s`` (it renews
-    every third): one slow round from losing its leases.
+    Reports come once a second, and at once after a renewal round that took longer, so a
+    running host reads unhealthy only when a round takes more than about two thirds of
+    ``failover_s`` (it renews every third): then one slow round loses its leases.
 
     >>> health(100.0, 98.0, {"held": 3, "renewed_s_ago": 1.5}, 3.0)[0]  # 3.5 s: may be taken
     False

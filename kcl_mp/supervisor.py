@@ -164,6 +164,7 @@ class Supervisor:
             self._stop_metrics()
             return 0
         except BaseException:
+            self.starting = False  # a signal now only queues: it must not cut the stop below short
             self._stop_metrics()  # left running, it would keep this process from exiting (it waits on the pipe)
             raise
         lease_settings = self.config.lease
