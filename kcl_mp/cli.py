@@ -8,8 +8,9 @@
 
 Accepts the Java daemon's spellings (``--properties-file``, ``-p``, a positional file,
 ``-l/--log-configuration`` which is ignored with a warning). Exit status: 0 after a
-graceful stop, 1 for a configuration error or a processor that cannot start, 2 for a
-command-line error.
+graceful stop (a SIGTERM or SIGINT during start-up included), 1 for a configuration error,
+a start-up error (DynamoDB or Kinesis unreachable or refusing, no such stream or consumer:
+the line says which) or a processor that cannot start, 2 for a command-line error.
 """
 
 from __future__ import annotations

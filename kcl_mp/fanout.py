@@ -36,14 +36,13 @@ CONSUMER_WAIT_S = 120.0  # a consumer is ACTIVE within seconds; AWS allows itsel
 _IN_USE = "ResourceInUseException"
 
 
-def consumer_arn(config: Config, kinesis: Any, log: ShardLog) -> str:
+def consumer_arn(config: Config, stream_arn: str, kinesis: Any, log: ShardLog) -> str:
     """The ACTIVE consumer's ARN: the configured one, or the consumer named consumerName
-    (applicationName by default), registered when it does not exist."""
+    (applicationName by default), registered on ``stream_arn`` when it does not exist."""
     settings = config.retrieval
     if settings.consumer_arn:
         arn = settings.consumer_arn
     else:
-        stream_arn = config.stream_arn or _stream_arn(kinesis, config.stream_name)
         name = settings.consumer_name or config.application_name
         try:
             arn = kinesis.register_stream_consumer(StreamARN=stream_arn, ConsumerName=name)["Consumer"]["ConsumerARN"]
@@ -55,6 +54,9 @@ def consumer_arn(config: Config, kinesis: Any, log: ShardLog) -> str:
     deadline = time.monotonic() + CONSUMER_WAIT_S
     for _ in range(10_000):  # bounded by the deadline
         consumer = _describe(kinesis, {"ConsumerARN": arn})
+        if consumer.get("StreamARN", stream_arn) != stream_arn:  # it would read another stream's shards
+            raise ConfigError(f"consumerArn {arn}: a consumer of {consumer['StreamARN']}, not of the stream "
+                              f"{stream_arn}")
         if consumer["ConsumerStatus"] == "ACTIVE":
             log.info("enhanced fan-out through consumer %s", arn)
             return arn
@@ -65,20 +67,17 @@ def consumer_arn(config: Config, kinesis: Any, log: ShardLog) -> str:
     raise DependencyError(f"stream consumer {arn} never became ACTIVE", retriable=False)
 
 
-def _stream_arn(kinesis: Any, stream: str) -> str:
-    try:
-        return kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
-    except AWS_ERRORS as exc:
-        raise translate(exc, f"DescribeStreamSummary {stream}") from exc
-
-
 def _describe(kinesis: Any, kwargs: dict[str, str]) -> dict[str, Any]:
+    arn = kwargs.get("ConsumerARN")
     try:
         return kinesis.describe_stream_consumer(**kwargs)["ConsumerDescription"]
     except AWS_ERRORS as exc:
-        if error_code(exc) == "ResourceNotFoundException" and "ConsumerARN" in kwargs:
-            raise ConfigError(f"consumerArn {kwargs['ConsumerARN']}: no such stream consumer") from exc
-        raise translate(exc, "DescribeStreamConsumer") from exc
+        code = error_code(exc)
+        if arn and code == "ResourceNotFoundException":
+            raise ConfigError(f"consumerArn {arn}: no such stream consumer") from exc
+        if arn and code in ("ValidationException", "InvalidArgumentException"):
+            raise ConfigError(str(translate(exc, f"consumerArn {arn}"))) from exc  # malformed
+        raise translate(exc, f"describing stream consumer {arn or kwargs.get('ConsumerName')}") from exc
 
 
 class FanOutFetcher(Fetcher):

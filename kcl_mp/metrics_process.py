@@ -7,7 +7,7 @@ keeps no threads, so forking shard workers stays safe.
 
     supervisor --(pipe: one JSON line a second)--> metrics process
         samples (statistic sets recorded since the last line), gauges (the current view),
-        state (leases held, seconds since the last full renewal, failover time)
+        state (leases held, seconds since the oldest held lease was renewed)
 
     metrics process
         main thread   reads the pipe, folds samples into the Prometheus counters and the
@@ -25,6 +25,7 @@ after a last publish. It ignores SIGINT and SIGTERM: its end is the supervisor's
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import select
@@ -119,18 +120,29 @@ class Link:
 
 
 def start(config: Config, log_level: str, log_format: str) -> Link:
-    """Fork the metrics process (the supervisor does when ``config.metrics.enabled``)."""
+    """Fork the metrics process (the supervisor does when ``config.metrics.enabled``).
+
+    The supervisor closes the link on its way out; should anything end it first (an
+    exception, an interrupt between the fork and the link), the link closes at exit anyway,
+    before ``multiprocess`` joins its children: the metrics process ends at EOF, so an exit
+    that kept the pipe open would wait for it forever."""
     settings = config.metrics
     server = bind(settings.address, settings.port) if settings.port is not None else None
     read_fd, write_fd = os.pipe()
     process = multiprocess.get_context("fork").Process(
         target=_run, args=(config, log_level, log_format, read_fd, write_fd, server),
         name="kcl-mp metrics", daemon=False)
-    process.start()
-    os.close(read_fd)
-    os.set_blocking(write_fd, False)
-    link = Link(process, write_fd)
-    os.register_at_fork(after_in_child=link.forget)  # shard workers must not hold the pipe open
+    signals = {signal.SIGINT, signal.SIGTERM}
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, signals)  # no KeyboardInterrupt between fork and link
+    try:
+        process.start()
+        os.close(read_fd)
+        os.set_blocking(write_fd, False)
+        link = Link(process, write_fd)
+        atexit.register(link.close)  # runs before multiprocess's own exit handler (registered at its import)
+        os.register_at_fork(after_in_child=link.forget)  # shard workers must not hold the pipe open
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     log = logging.getLogger("kcl_mp.supervisor")
     if server is not None:
         host, port = server.server_address[:2]
@@ -214,12 +226,12 @@ class Exporter:
                     counter.add_metric([label] if labels else [], stat.total)
                 yield counter
 
-    def healthz(self, stale_after_s: float) -> tuple[bool, dict]:
+    def healthz(self, failover_s: float) -> tuple[bool, dict]:
         with self.lock:
-            return health(time.monotonic(), self.received_at, dict(self.state), stale_after_s)
+            return health(time.monotonic(), self.received_at, dict(self.state), failover_s)
 
 
-def _app(exporter: Exporter, stale_after_s: float) -> Callable:
+def _app(exporter: Exporter, failover_s: float) -> Callable:
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
     registry = CollectorRegistry(auto_describe=False)
@@ -232,7 +244,7 @@ def _app(exporter: Exporter, stale_after_s: float) -> Callable:
             start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
             return [body]
         if path == "/healthz":
-            ok, report = exporter.healthz(stale_after_s)
+            ok, report = exporter.healthz(failover_s)
             start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "application/json")])
             return [orjson.dumps(report) + b"\n"]
         start_response("404 Not Found", [("Content-Type", "text/plain")])
@@ -316,7 +328,7 @@ def _run(config: Config, log_level: str, log_format: str, read_fd: int, write_fd
     if publisher is not None:
         publisher.thread.start()
     if server is not None:
-        server.set_app(_app(exporter, stale_after_s=max(10.0, config.lease.failover_time_ms / 1000.0)))
+        server.set_app(_app(exporter, config.lease.failover_time_ms / 1000.0))
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5}, name="http",
                          daemon=True).start()
     try:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from . import shard_sync
 from .aws import AWS_ERRORS, error_code, translate
 from .config import InitialPosition
-from .errors import DependencyError
+from .errors import ConfigError, DependencyError
 from .lease import AT_TIMESTAMP, LATEST, Lease
 from .shard_sync import Shard
 
@@ -142,6 +142,19 @@ class ShardSyncing:
                 parents = f" (parents {', '.join(lease.parent_shard_ids)})" if lease.parent_shard_ids else ""
                 self.log.info("created lease %s at %s%s", lease.key, lease.checkpoint, parents)
         return count
+
+    def describe_stream(self: "LeaseCoordinator") -> str:
+        """The stream's ARN. At start-up, before anything is written: Kinesis answers and the
+        stream exists (a misspelt streamName must not leave a lease table behind)."""
+        arn, name = self.config.stream_arn, self.config.stream_name
+        try:
+            summary = self.kinesis.describe_stream_summary(**({"StreamARN": arn} if arn else {"StreamName": name}))
+        except AWS_ERRORS as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                key = f"streamArn {arn}" if arn else f"streamName {name}"
+                raise ConfigError(f"{key}: no such stream at {self.kinesis.meta.endpoint_url}") from exc
+            raise translate(exc, f"describing stream {arn or name}") from exc
+        return summary["StreamDescriptionSummary"]["StreamARN"]
 
     def list_shards(self: "LeaseCoordinator", shard_filter: Mapping[str, Any] | None = None) -> list[Shard]:
         """Every page of ListShards. An expired NextToken restarts the listing (bounded)."""

@@ -30,6 +30,9 @@ Signal handlers only queue the signal. SIGTERM/SIGINT start the graceful stop: e
 worker's processor gets shutdownRequested and may checkpoint while the supervisor keeps
 renewing; then the leases are released (so another host takes them at once), the
 processors get leaseLost, and the process exits 0. A second signal skips the wait.
+During start-up (no lease processed yet) a signal ends it at once, whatever call is
+waiting or retrying, and the process exits 0. On every way out, start-up errors included,
+the metrics process is ended first: it waits on its pipe, and a Python exit waits for it.
 """
 
 from __future__ import annotations
@@ -62,6 +65,15 @@ from .resources import MB, Usage
 USAGE_LOG_S = 60.0  # how often the processors' CPU and memory are logged
 METRICS_EVERY_S = 1.0  # how often the metrics process gets what was recorded
 LEASE_LOST_WAIT_S = 30.0  # how long a worker may take to finish after leaseLost
+
+
+class StartupInterrupted(BaseException):
+    """SIGTERM or SIGINT during start-up. A BaseException, as KeyboardInterrupt is, so that no
+    ``except Exception`` on its way out of a boto3 call (botocore's retries) can swallow it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
 
 
 @dataclass
@@ -103,7 +115,6 @@ class Supervisor:
         self.metrics_link: metrics_process.Link | None = None
         self.consumer_arn: str | None = None  # enhanced fan-out's consumer, found or registered at start
         self.loop_lag_s = 0.0
-        self.started_at = self.clock()
         self.workers: dict[str, Worker] = {}
         self.restarts: dict[str, Restart] = {}
         self.waiting: dict[str, tuple[str, ...]] = {}  # held leases whose parents have not finished
@@ -111,6 +122,7 @@ class Supervisor:
         self.due: dict[str, float] = {}
         self.sync_failures = 0
         self.signals: list[int] = []
+        self.starting = False  # start-up calls are running: a signal interrupts them
         self.stopping = False
         self.quick = False  # a second signal: skip the wait for final checkpoints
         self.exit_code = 0
@@ -127,7 +139,11 @@ class Supervisor:
             signal.signal(signum, self._queue_signal)
 
     def _queue_signal(self, signum: int, frame: Any) -> None:
-        """NO LOGGING HERE: only queue the signal; the loop handles it."""
+        """NO LOGGING HERE: only queue the signal; the loop handles it. During start-up there
+        is no loop yet, and a call may wait or retry for minutes: end the start-up at once."""
+        if self.starting:
+            self.starting = False  # once: a second signal must not break the stop of the metrics process
+            raise StartupInterrupted(signum)
         self.signals.append(signum)
 
     def _drain_wakeups(self) -> None:
@@ -140,40 +156,19 @@ class Supervisor:
     # -- the loop ---------------------------------------------------------------------
 
     def run(self) -> int:
-        if self.metrics.enabled:  # first: it must be forked before any thread or worker exists
-            self.metrics_link = metrics_process.start(self.config, self.log_level, self.log_format)
-        self._install_signals()
+        try:
+            self._start_up()
+        except StartupInterrupted as stop:
+            self.log.warning("%s received during start-up: stopped before processing any lease",
+                             signal.Signals(stop.signum).name)
+            self._stop_metrics()
+            return 0
+        except BaseException:
+            self.starting = False  # a signal now only queues: it must not cut the stop below short
+            self._stop_metrics()  # left running, it would keep this process from exiting (it waits on the pipe)
+            raise
         lease_settings = self.config.lease
-        self.log.info(
-            "starting: stream %s, lease table %s, renew every %.2f s, scan every %.2f s, steal at most every %.2f s",
-            self.config.stream_name, lease_settings.table_name, lease_settings.renew_interval_s,
-            lease_settings.watch_interval_s, lease_settings.take_interval_s)
-        created = self.table.ensure_table(
-            deletion_protection=lease_settings.deletion_protection_enabled, pitr=lease_settings.pitr_enabled)
-        if created:
-            self.log.info("created lease table %s", lease_settings.table_name)
-        if self.config.retrieval.mode == "FANOUT":
-            self.consumer_arn = fanout.consumer_arn(self.config, self.leases.kinesis, self.log)
-        found = self.table.scan()
-        leases = list(found.leases)
-        if found.others:
-            self.log.info("lease table %s also holds %d rows that are not leases, left alone: %s",
-                          lease_settings.table_name, len(found.others),
-                          ", ".join(f"{row.key} ({row.entity_type or row.why})" for row in found.others))
-        self.leases.last_seen = {lease.key: lease for lease in leases}
-        sync_interval_s = lease_settings.shard_sync_interval_ms / 1000.0
-        now = self.clock()
         due = self.due
-        due.update(renew=now + lease_settings.renew_interval_s, scan=now, sync=now + sync_interval_s,
-                   parents=now + lease_settings.parent_shard_poll_interval_ms / 1000.0, usage=now + USAGE_LOG_S,
-                   progress=now + (self.progress_every_s or 0), metrics=now)
-        if not (lease_settings.skip_shard_sync_at_startup_if_leases_exist and leases):
-            self._after_sync(self.leases.sync_shards(self.leases.last_seen, "start-up"), now)
-        self.leases.adopt_own_leases(leases)
-        # Everything made so far (modules, service models, clients) is shared with the shard
-        # workers forked from here on; keep the collector from touching it, so those pages
-        # stay shared instead of being copied into every worker (gc.freeze's purpose).
-        gc.freeze()
         while not self.stopping:
             now = self.clock()
             wake = min(due["renew"], due["scan"], due["sync"], due["parents"], now + 1.0)
@@ -200,7 +195,7 @@ class Supervisor:
             if now >= due["usage"]:
                 self.log_usage()
                 due["usage"] = now + USAGE_LOG_S
-            if self.metrics_link is not None and now >= due["metrics"]:
+            if self.metrics_link is not None and self.clock() >= due["metrics"]:  # at once after a long round
                 self.ship_metrics()
                 due["metrics"] = now + METRICS_EVERY_S
             self.reap_workers()
@@ -209,6 +204,47 @@ class Supervisor:
                 self.show_progress()
                 due["progress"] = now + self.progress_every_s
         return self.shutdown()
+
+    def _start_up(self) -> None:
+        """Everything before the loop, in an order that writes nothing for a stream that
+        does not exist. An error raises (the CLI prints it; exit 1); a signal ends the
+        start-up at once, even inside a call that is waiting or retrying."""
+        if self.metrics.enabled:  # first: it must be forked before any thread or worker exists
+            self.metrics_link = metrics_process.start(self.config, self.log_level, self.log_format)
+        self.starting = True
+        self._install_signals()
+        lease_settings = self.config.lease
+        self.log.info(
+            "starting: stream %s, lease table %s, renew every %.2f s, scan every %.2f s, steal at most every %.2f s",
+            self.config.stream_name, lease_settings.table_name, lease_settings.renew_interval_s,
+            lease_settings.watch_interval_s, lease_settings.take_interval_s)
+        stream_arn = self.leases.describe_stream()
+        created = self.table.ensure_table(
+            deletion_protection=lease_settings.deletion_protection_enabled, pitr=lease_settings.pitr_enabled)
+        if created:
+            self.log.info("created lease table %s", lease_settings.table_name)
+        if self.config.retrieval.mode == "FANOUT":
+            self.consumer_arn = fanout.consumer_arn(self.config, stream_arn, self.leases.kinesis, self.log)
+        found = self.table.scan()
+        leases = list(found.leases)
+        if found.others:
+            self.log.info("lease table %s also holds %d rows that are not leases, left alone: %s",
+                          lease_settings.table_name, len(found.others),
+                          ", ".join(f"{row.key} ({row.entity_type or row.why})" for row in found.others))
+        self.leases.last_seen = {lease.key: lease for lease in leases}
+        sync_interval_s = lease_settings.shard_sync_interval_ms / 1000.0
+        now = self.clock()
+        self.due.update(renew=now + lease_settings.renew_interval_s, scan=now, sync=now + sync_interval_s,
+                        parents=now + lease_settings.parent_shard_poll_interval_ms / 1000.0, usage=now + USAGE_LOG_S,
+                        progress=now + (self.progress_every_s or 0), metrics=now)
+        if not (lease_settings.skip_shard_sync_at_startup_if_leases_exist and leases):
+            self._after_sync(self.leases.sync_shards(self.leases.last_seen, "start-up"), now)
+        self.leases.adopt_own_leases(leases)
+        self.starting = False  # from here a signal is queued for the loop: the graceful stop
+        # Everything made so far (modules, service models, clients) is shared with the shard
+        # workers forked from here on; keep the collector from touching it, so those pages
+        # stay shared instead of being copied into every worker (gc.freeze's purpose).
+        gc.freeze()
 
     def _after_sync(self, ok: bool, now: float) -> None:
         """Next sync: on the cadence, or after listShardsBackoffTimeInMillis if it failed."""
@@ -425,11 +461,10 @@ class Supervisor:
             gauges.update(total_leases={"": fleet.total_leases}, total_shards={"": fleet.open_leases},
                           unclaimed_leases={"": fleet.unclaimed}, workers={"": len(fleet.worker_leases)},
                           worker_leases=fleet.worker_leases)
-        renewed_at = self.leases.renewed_all_at
+        oldest = min((held.renewed_at for held in self.leases.held.values()), default=None)
         state = {"held": len(self.leases.held), "workers_running": len(self.workers),
-                 "renewed_s_ago": round(now - (renewed_at if renewed_at is not None else self.started_at), 3),
-                 "failover_s": self.config.lease.failover_time_ms / 1000.0, "loop_lag_s": round(self.loop_lag_s, 3),
-                 "stopping": self.stopping}
+                 "renewed_s_ago": None if oldest is None else round(now - oldest, 3),
+                 "loop_lag_s": round(self.loop_lag_s, 3), "stopping": self.stopping}
         link.send(orjson.dumps({"samples": encode_samples(self.metrics.drain()), "gauges": gauges,
                                 "state": state, "leases": sorted(self.leases.held)}) + b"\n")
 
@@ -477,9 +512,15 @@ class Supervisor:
         if self.metrics_link is not None:
             self.metrics_link.flush(2.0)
             self.ship_metrics()  # the last figures; then the metrics process publishes them and ends
-            self.metrics_link.close()
+        self._stop_metrics()
         self.log.info("stopped")
         return self.exit_code
+
+    def _stop_metrics(self) -> None:
+        """Close the pipe, so the metrics process publishes what it has and ends (bounded)."""
+        if self.metrics_link is not None:
+            self.metrics_link.close()
+            self.metrics_link = None
 
 
 def _fresh(config: Config) -> ExtendedSequenceNumber:

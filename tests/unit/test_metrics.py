@@ -125,18 +125,41 @@ def test_put_requests_batch_and_carry_statistic_sets():
     assert datum["Dimensions"] == [{"Name": "Operation", "Value": "X"}] and datum["Unit"] == "Count"
 
 
-@pytest.mark.parametrize("received_at, state, ok, reason", [
-    (None, {}, False, "no report"),
-    (99.0, {"held": 2, "renewed_s_ago": 1.0, "failover_s": 10.0}, True, None),
-    (80.0, {"held": 2, "renewed_s_ago": 1.0, "failover_s": 10.0}, False, "has not reported for 20.0 s"),
-    (99.0, {"held": 2, "renewed_s_ago": 12.0, "failover_s": 10.0}, False, "no successful renewal"),
-    (99.0, {"held": 0, "renewed_s_ago": 50.0, "failover_s": 10.0}, True, None),  # a spare worker is healthy
+# /healthz at now = 100.0: (the report's arrival, its state, failover_s) -> healthy, and why not.
+# The rule: the oldest held lease's renewal, as the supervisor last reported it, plus the
+# time since that report, within failover; with no lease, a report within failover.
+@pytest.mark.parametrize("received_at, state, failover_s, ok, reason", [
+    # no report yet: starting
+    (None, {}, 10.0, False, "no report"),
+    # just reported, renewed lately
+    (99.0, {"held": 2, "renewed_s_ago": 1.0}, 10.0, True, None),
+    # renewed 1 s before a report 20 s old: 21 s > 10 s
+    (80.0, {"held": 2, "renewed_s_ago": 1.0}, 10.0, False, "last renewed 21.0 s ago"),
+    # the report is fresh but the renewals failed for 12 s
+    (99.0, {"held": 2, "renewed_s_ago": 12.0}, 10.0, False, "last renewed 13.0 s ago"),
+    # neither part alone is over, the sum is: a supervisor stopped 2 s after a renewal 1.5 s old (failover 3 s)
+    (97.0, {"held": 1, "renewed_s_ago": 1.5}, 3.0, False, "past failoverTimeMillis (3.0 s)"),
+    # a report 2.5 s old, the lease renewed 0.4 s before it: 2.9 s, still healthy
+    (97.5, {"held": 1, "renewed_s_ago": 0.4}, 3.0, True, None),
+    # failover 10 s: a stopped supervisor whose lease was renewed 3 s before its last report is
+    # unhealthy 7 s after that report, not at a fixed 10 s
+    (92.9, {"held": 1, "renewed_s_ago": 3.0}, 10.0, False, "last renewed 10.1 s ago"),
+    # many leases, a renewal round of 4 s (failover 10 s, renewing every 3.3 s): the report before
+    # the round says 3.3 s, the next comes right after the round; 4.3 s later, 7.6 s: healthy
+    (95.7, {"held": 400, "renewed_s_ago": 3.3}, 10.0, True, None),
+    # a spare worker is healthy while it reports
+    (99.0, {"held": 0, "renewed_s_ago": None}, 10.0, True, None),
+    (99.0, {"held": 0, "renewed_s_ago": None}, 3.0, True, None),
+    # a spare worker whose loop stopped: unhealthy after failover, whatever failover is
+    (96.5, {"held": 0, "renewed_s_ago": None}, 3.0, False, "has not reported for 3.5 s"),
+    (89.0, {"held": 0, "renewed_s_ago": None}, 10.0, False, "has not reported for 11.0 s"),
 ])
-def test_health(received_at, state, ok, reason):
-    healthy, body = health(100.0, received_at, state, stale_after_s=10.0)
-    assert healthy is ok
+def test_health(received_at, state, failover_s, ok, reason):
+    healthy, body = health(100.0, received_at, state, failover_s)
+    assert healthy is ok, body
+    assert body["status"] == ("ok" if ok else "starting" if received_at is None else "unhealthy")
     if reason:
-        assert reason in body["reason"]
+        assert reason in body["reason"], body
 
 
 def _scrape(exporter: Exporter) -> dict:
