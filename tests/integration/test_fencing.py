@@ -204,6 +204,63 @@ def test_a_paused_host_neither_delivers_nor_checkpoints_once_its_leases_may_be_t
     assert {e["_shard"] for e in b_inits} >= set(a_shards)
 
 
+def test_a_host_paused_while_a_restart_is_pending_starts_no_processor_for_a_lease_taken_meanwhile(
+        tmp_path, kinesis, dynamodb, moto_url, unique_name):
+    """Real hosts: host-a's processor of a shard is killed; as soon as its restart is scheduled
+    the whole host is stopped; host-b starts and takes both leases; host-a resumes. The order in
+    which the resumed supervisor reaches its steps is chance; whatever it is, host-a must not
+    initialize a processor for that shard again."""
+    stream, app = unique_name, unique_name + "-app"
+    ensure_stream(kinesis, stream, 2)
+    out = tmp_path / "out"
+    out.mkdir()
+    props = write_properties(tmp_path / "app.properties", **base_properties(
+        moto_url, stream, app, f"{sys.executable} {RECORDER}", failoverTimeMillis=FAILOVER_MS, maxRecords=100))
+    env = {"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "1"}
+    producer = BackgroundProducer(lambda n: produce(kinesis, stream, 20, first_id=n * 20, aggregated_share=0.0,
+                                                    keys=32, seed=n), every_s=0.2)
+    poller = TablePoller(dynamodb, app)
+    hosts: dict[str, Daemon] = {"host-a": Daemon(props, tmp_path / "host-a.log", "--set", "workerId=host-a",
+                                                 env={**env, "RECORDER_HOST": "host-a"})}
+    key = "shardId-000000000000"
+    producer.start()
+    poller.start()
+    try:
+        wait_until(lambda: {e["_shard"] for e in records_only(recorded(out))} == {key, "shardId-000000000001"}, 120,
+                   "host-a to deliver both shards")
+        victim = next(e["_pid"] for e in recorded(out) if e.get("event") == "initialize" and e["_shard"] == key)
+        os.kill(victim, signal.SIGKILL)
+        wait_until(lambda: f"shard {key}: shard worker exited" in hosts["host-a"].output(), 30,
+                   "host-a to schedule the restart", interval=0.02)
+        kcl_mp, processors = _host_pids(hosts["host-a"])
+        _signal(kcl_mp + processors, signal.SIGSTOP)
+        stopped_at = time.time()
+        pending = hosts["host-a"].output().count(f"started shard worker for {key}") == 1
+        hosts["host-b"] = Daemon(props, tmp_path / "host-b.log", "--set", "workerId=host-b",
+                                 env={**env, "RECORDER_HOST": "host-b"})
+        wait_until(lambda: set(poller.owners().values()) == {"host-b"}, 60, "host-b to take both leases")
+        _signal(kcl_mp + processors, signal.SIGCONT)
+        wait_until(lambda: f"lost lease {key}" in hosts["host-a"].output(), 30, "host-a to see the lease lost")
+        time.sleep(3.0)  # time enough for a wrongful restart to show
+        print(f"host-a stopped with the restart {'still pending' if pending else 'already done'}; resumed after "
+              f"{time.time() - stopped_at:.1f} s")
+        producer.finish()
+        for daemon in hosts.values():
+            daemon.signal()
+        for name, daemon in hosts.items():
+            assert daemon.wait(60) == 0, f"{name}: {daemon.output()[-3000:]}"
+    finally:
+        producer.stop.set()
+        poller.stop.set()
+        for daemon in hosts.values():
+            daemon.kill()
+    poller.join(5)
+    entries = recorded(out)
+    late = [e for e in entries if e.get("event") == "initialize" and e["host"] == "host-a" and e["_shard"] == key
+            and e["at"] > stopped_at]
+    assert not late, f"host-a initialized a processor for {key} after its stall: {late}"
+
+
 def test_a_restart_after_a_stall_does_not_start_a_processor_for_a_lease_taken_meanwhile(
         tmp_path, kinesis, dynamodb, moto_url, unique_name, monkeypatch, caplog):
     """The supervisor's own steps, in the order the stall left them: the processor died and its
