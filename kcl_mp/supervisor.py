@@ -311,7 +311,9 @@ class Supervisor:
     # -- workers ----------------------------------------------------------------------
 
     def fence_workers(self) -> None:
-        """Each worker learns of its lease's renewals; one whose lease is gone is told so."""
+        """Each worker learns of its lease's renewals; one whose lease is gone is told so. The
+        times are the supervisor's clock, ``time.monotonic()``: host-wide, so the workers'
+        own clocks read the same."""
         for key, worker in self.workers.items():
             if worker.told_lost_at is not None:
                 continue
