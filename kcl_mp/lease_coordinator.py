@@ -48,7 +48,9 @@ GIVE_UP_COOLDOWN_S = 60.0
 
 @dataclass
 class Held:
-    """A lease this worker holds, as last written, and when it was last renewed."""
+    """A lease this worker holds, as last written, and when it was last renewed: the time the
+    renewal (or take) was SENT, since others start counting only once it has landed, after
+    that (``fencing`` builds on this)."""
 
     lease: Lease
     renewed_at: float
@@ -198,7 +200,9 @@ class LeaseCoordinator(ShardSyncing):
                 continue
             if not current.checkpoint_owner:
                 del self.incoming[key]
-                self.held[key] = Held(current, now)
+                # The old owner's last write landed after a read that still saw the handoff (the
+                # one that set changed_at): a safe "renewed" time, where `now` could be too late.
+                self.held[key] = Held(current, waiting.changed_at)
                 acquired.append(key)
                 self.metrics.add("leases_taken", 1)
                 self.log.info("lease %s handed over at checkpoint %s", key, current.checkpoint)
@@ -229,6 +233,9 @@ class LeaseCoordinator(ShardSyncing):
             self.log.warning("lease taker skipped a round: %s", exc)
             return ()
         self.last_seen = leases
+        for key in [key for key in self.held if key not in leases or leases[key].holder != self.me]:
+            holder = leases[key].holder if key in leases else None
+            self.drop(key, f"the lease table shows {holder or 'nobody'} holding it")
         now = self.clock()
         self.observations = balance.observe(self.observations, leases.values(), now)
         may_steal = now - self.last_steal_at >= self.config.lease.take_interval_s
@@ -272,6 +279,7 @@ class LeaseCoordinator(ShardSyncing):
             self.metrics.add("worker_leases", count, worker)
 
     def _take(self, lease: Lease, what: str) -> bool:
+        sent_at = self.clock()
         try:
             taken = self.table.take(lease, self.me)
         except DependencyError as exc:
@@ -281,7 +289,7 @@ class LeaseCoordinator(ShardSyncing):
             self.log.info("lease %s moved before it could be taken", lease.key)
             return False
         self.log.info("%s, checkpoint %s", what, taken.checkpoint)
-        self.held[lease.key] = Held(taken, self.clock())
+        self.held[lease.key] = Held(taken, sent_at)
         self.metrics.add("leases_taken", 1)
         return True
 
@@ -368,5 +376,9 @@ class LeaseCoordinator(ShardSyncing):
             current = self.table.get(key)
         except DependencyError:
             return
-        if current is not None and current.holder == self.me and key in self.held:
+        if key not in self.held:
+            return
+        if current is not None and current.holder == self.me:
             self.held[key] = Held(current, self.held[key].renewed_at)
+        else:
+            self.drop(key, f"the lease table shows {current.holder if current else 'nobody'} holding it")

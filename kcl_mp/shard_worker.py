@@ -5,8 +5,21 @@ clients after the fork, reseeds its random generator, ignores the terminal's SIG
 supervisor decides when to stop) and turns SIGTERM into an orderly exit that stops the
 processor child's whole process group.
 
+Fencing (``fencing.Hold``): the worker knows when its lease was last confirmed, as the send
+time of the supervisor's last successful renewal (``time.monotonic()``, host-wide). It starts
+the processor, hands it records or the shard's end, and writes its checkpoints only while
+that is younger than failoverTimeMillis less a margin. Otherwise delivery pauses (logged,
+with the age) until a renewal arrives or the lease is lost; a checkpoint asked for meanwhile
+waits at most ``fencing.checkpoint_wait_s`` for one: lease lost -> the processor gets
+ShutdownException, then leaseLost (as for a refused checkpoint); no renewal in time ->
+KinesisClientLibDependencyException, which it may retry. A supervisor that is stopped or
+starved therefore stops its workers' deliveries and checkpoints before another host may
+take their leases, and a host that was stopped as a whole delivers nothing on waking.
+
 Control channel (a duplex pipe), supervisor -> worker:
 
+    ("renewed", at)   the lease was renewed by a request sent at ``at`` (the supervisor's
+                      ``time.monotonic()``); the spawn carries the first (``WorkerSpec``)
     ("shutdown",)     graceful stop: no more records; the child gets shutdownRequested and
                       may checkpoint; the worker answers ("shutdown_ready", checkpoint) and
                       keeps the child until ("lease_lost",)
@@ -48,12 +61,13 @@ from .credentials import client as aws_client
 from .driver import ProcessorChild
 from .errors import KclMpError, ProcessorError, ProcessorStartError
 from .fanout import FanOutFetcher
+from .fencing import Hold, checkpoint_wait_s
 from .fetcher import Fetched, Fetcher, FetchFailed, ShardEnded
 from .lease import ExtendedSequenceNumber
 from .lease_table import LeaseTable
 from .metrics import Recorder, encode_samples
 from .resources import MB, Sampler
-from .wire import make_batch
+from .wire import DEPENDENCY, LEASE_MOVED, make_batch
 
 EXIT_OK = 0
 EXIT_START = 3
@@ -75,6 +89,7 @@ class WorkerSpec:
     log_level: str = "INFO"
     log_format: str = "text"
     consumer_arn: str | None = None  # enhanced fan-out: SubscribeToShard through this consumer
+    renewed_at: float = float("-inf")  # the send time of the renewal that confirmed the lease at the spawn
 
 
 class _Terminated(Exception):
@@ -113,6 +128,10 @@ class ShardWorker:
         self.millis_behind: int | None = None
         self.metrics = Recorder(enabled=self.config.metrics.enabled)
         self._send_lock = threading.Lock()  # the sampler thread reports too
+        self.failover_s = self.config.lease.failover_time_ms / 1000.0
+        self.hold = Hold(self.failover_s, spec.renewed_at)
+        self.paused_at: float | None = None  # when delivery paused for a stale hold
+        self.commands: list[str] = []  # commands that arrived while a checkpoint waited for a renewal
 
     def send(self, *message: Any) -> None:
         try:
@@ -128,6 +147,9 @@ class ShardWorker:
         owner = config.worker_id
 
         def checkpoint(position: ExtendedSequenceNumber) -> Any:
+            refused = self._hold_for_checkpoint()
+            if refused is not None:
+                return refused
             started = time.monotonic()
             try:
                 return table.checkpoint(shard_id, owner, position)
@@ -157,6 +179,8 @@ class ShardWorker:
         limit_mb = config.processor.memory_limit_mb
         sampler: Sampler | None = None
         try:
+            if not self._await_start():
+                return EXIT_OK
             child.start()
             self.log.info("processor started: %s (pid %s) from checkpoint %s",
                           " ".join(config.processor.command), child.pid, self.spec.checkpoint)
@@ -193,6 +217,7 @@ class ShardWorker:
             self._progress(child, force=True)  # the last figures
 
     def _loop(self, child: ProcessorChild, fetcher: Fetcher) -> int:
+        item: Any = None  # fetched, not yet handed over (kept while delivery is paused)
         while True:
             command = self._control(0.0)
             if command == "lease_lost":
@@ -202,14 +227,26 @@ class ShardWorker:
             if command == "shutdown":
                 fetcher.stop()
                 return self._shutdown(child)
-            item = fetcher.next(timeout=0.25)
             if item is None:
+                item = fetcher.next(timeout=0.25)
+                if item is None:
+                    self._progress(child)
+                    continue
+            if isinstance(item, FetchFailed):
+                raise item.error
+            now = time.monotonic()
+            if not self.hold.fresh(now):  # nothing reaches the processor until a renewal is confirmed
+                self._pause(now)
+                if command := self._control(0.25):
+                    self.commands.append(command)
                 self._progress(child)
                 continue
+            self._resume(now)
             if isinstance(item, Fetched):
                 started = time.monotonic()
                 child.process_records(item.batch)
                 self._record(item, time.monotonic() - started)
+                item = None
                 self._progress(child)
                 if child.lease_moved:
                     fetcher.stop()
@@ -219,8 +256,61 @@ class ShardWorker:
             elif isinstance(item, ShardEnded):
                 self.send("children", item.children)  # the supervisor creates the children's leases
                 return self._shard_end(child)
-            elif isinstance(item, FetchFailed):
-                raise item.error
+
+    # -- fencing ----------------------------------------------------------------------
+
+    def _pause(self, now: float) -> None:
+        if self.paused_at is None:
+            self.paused_at = now
+            self.log.warning("delivery paused for shard %s: last renewal %.1f s ago (another host may take the "
+                             "lease %.1f s after it); waiting for a renewal", self.spec.shard_id, self.hold.age(now),
+                             self.failover_s)
+
+    def _resume(self, now: float) -> None:
+        if self.paused_at is not None:
+            self.log.info("delivery resumed for shard %s after %.1f s: renewed %.1f s ago", self.spec.shard_id,
+                          now - self.paused_at, self.hold.age(now))
+            self.paused_at = None
+
+    def _await_start(self) -> bool:
+        """The processor starts only while the hold is fresh (the supervisor checked it before
+        the fork, which may have been a while ago). False: the lease went away first."""
+        while True:
+            now = time.monotonic()
+            if self.hold.fresh(now):
+                self._resume(now)
+                return True
+            self._pause(now)
+            command = self._control(0.25)
+            if command == "shutdown":  # nothing was started: nothing to checkpoint
+                self.send("shutdown_ready", str(self.spec.checkpoint))
+            if command in ("shutdown", "lease_lost"):
+                self.log.info("shard %s: not starting its processor (the lease was %s before a renewal came)",
+                              self.spec.shard_id, "lost" if command == "lease_lost" else "given up")
+                return False
+
+    def _hold_for_checkpoint(self) -> str | None:
+        """None when a checkpoint may be written now (at once, or once a renewal came); else
+        the error the processor gets: LEASE_MOVED if the lease was lost meanwhile, DEPENDENCY
+        if no renewal came within ``checkpoint_wait_s``."""
+        now = time.monotonic()
+        if self.hold.fresh(now):
+            return None
+        self._pause(now)
+        deadline = now + checkpoint_wait_s(self.failover_s)
+        while now < deadline:
+            command = self._control(min(0.25, deadline - now))
+            if command is not None:
+                self.commands.append(command)  # obeyed once the exchange is over
+            if command == "lease_lost":
+                return LEASE_MOVED
+            now = time.monotonic()
+            if self.hold.fresh(now):
+                self._resume(now)
+                return None
+        self.log.warning("checkpoint of shard %s not written: no renewal for %.1f s (its lease may be another "
+                         "host's by now)", self.spec.shard_id, self.hold.age(now))
+        return DEPENDENCY
 
     def _record(self, item: Fetched, seconds: float) -> None:
         shard_id = self.spec.shard_id
@@ -233,9 +323,17 @@ class ShardWorker:
             self.metrics.add("millis_behind_latest", item.millis_behind_latest, shard_id)
 
     def _control(self, timeout: float) -> str | None:
+        """The next command from the supervisor (renewals are taken in on the way)."""
+        if self.commands:
+            return self.commands.pop(0)
         try:
-            if self.conn.poll(timeout):
-                return self.conn.recv()[0]
+            ready = self.conn.poll(timeout)
+            while ready:
+                message = self.conn.recv()
+                if message[0] != "renewed":
+                    return message[0]
+                self.hold.renewed(message[1])
+                ready = self.conn.poll(0)
         except (OSError, EOFError):
             return "lease_lost"  # the supervisor died: we cannot renew, so we do not own it
         return None

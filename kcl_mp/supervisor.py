@@ -18,7 +18,13 @@ or a message from a worker), handle what arrived, then do what is due:
             kclmp.processorMaxRestarts failures in a row, release the lease for another
             host; with kclmp.processorFailure = EXIT, stop the host instead (Java's way)
     usage   every minute, log the processors' CPU and memory (sampled by the workers)
-    spawn   start a worker for every held lease that has none, once its parents finished
+    fence   send each worker the send time of its lease's last successful renewal
+            (("renewed", at): the worker delivers only while that is recent, ``fencing``);
+            tell leaseLost to a worker whose lease is no longer held (a renewal failed, or a
+            scan or read showed another holder)
+    spawn   start a worker for every held lease that has none, once its parents finished,
+            and only while its last renewal is recent (a host that was stopped or starved
+            renews first: a processor never starts for a lease another host may have taken)
 
 A shard read to its end: the worker sends its ChildShards, then gives the processor
 shardEnded; the supervisor records the children in the parent's lease and creates their
@@ -54,6 +60,7 @@ from multiprocess.connection import wait as wait_for
 from . import exits, fanout, metrics_process, shard_worker
 from .config import Config
 from .credentials import client as aws_client
+from .fencing import Hold
 from .lease import ExtendedSequenceNumber
 from .lease_coordinator import LeaseCoordinator, Renewal
 from .lease_table import LeaseTable
@@ -89,6 +96,7 @@ class Worker:
     shard_end: bool | None = None
     failure: str | None = None
     usage: Usage | None = None  # the processor's process tree, as last sampled
+    renewed_at: float = float("-inf")  # the last renewal time it was sent
 
 
 @dataclass
@@ -118,6 +126,7 @@ class Supervisor:
         self.workers: dict[str, Worker] = {}
         self.restarts: dict[str, Restart] = {}
         self.waiting: dict[str, tuple[str, ...]] = {}  # held leases whose parents have not finished
+        self.stale: set[str] = set()  # held leases not started for want of a recent renewal (logged once)
         self.counters: Counter[str] = Counter()  # events an operator should see (the metrics issue publishes them)
         self.due: dict[str, float] = {}
         self.sync_failures = 0
@@ -198,6 +207,7 @@ class Supervisor:
             if self.metrics_link is not None and self.clock() >= due["metrics"]:  # at once after a long round
                 self.ship_metrics()
                 due["metrics"] = now + METRICS_EVERY_S
+            self.fence_workers()
             self.reap_workers()
             self.spawn_workers()
             if self.progress_every_s and now >= due["progress"]:
@@ -341,10 +351,30 @@ class Supervisor:
 
     # -- workers ----------------------------------------------------------------------
 
+    def fence_workers(self) -> None:
+        """Each worker learns of its lease's renewals; one whose lease is gone is told so. The
+        times are the supervisor's clock, ``time.monotonic()``: host-wide, so the workers'
+        own clocks read the same."""
+        for key, worker in self.workers.items():
+            if worker.told_lost_at is not None:
+                continue
+            held = self.leases.held.get(key)
+            if held is None:
+                self.log.info("shard %s: its lease is no longer held here; stopping its processor", key)
+                self._tell(worker, "lease_lost")
+            elif held.renewed_at > worker.renewed_at:
+                worker.renewed_at = held.renewed_at
+                try:
+                    worker.conn.send(("renewed", held.renewed_at))
+                except (OSError, EOFError):
+                    pass
+
     def spawn_workers(self) -> None:
         if self.stopping:
             return
         now = self.clock()
+        failover_s = self.config.lease.failover_time_ms / 1000.0
+        self.stale &= set(self.leases.held)
         for key in [k for k in self.waiting if k not in self.leases.held]:
             del self.waiting[key]
         for key, held in self.leases.held.items():
@@ -352,14 +382,22 @@ class Supervisor:
                 continue
             if self._waits_for_parents(key):
                 continue
+            if not Hold(failover_s, held.renewed_at).fresh(now):
+                if key not in self.stale:
+                    self.stale.add(key)
+                    self.log.warning("not starting a processor for %s: its lease was last renewed %.1f s ago "
+                                     "(another host may have taken it); waiting for the next renewal", key,
+                                     now - held.renewed_at)
+                continue
+            self.stale.discard(key)
             parent_conn, child_conn = self._fork.Pipe(duplex=True)
             spec = shard_worker.WorkerSpec(self.config, key, held.lease.checkpoint or _fresh(self.config),
-                                           self.log_level, self.log_format, self.consumer_arn)
+                                           self.log_level, self.log_format, self.consumer_arn, held.renewed_at)
             process = self._fork.Process(target=shard_worker.run, args=(spec, child_conn),
                                          name=f"kcl-mp {key}", daemon=False)
             process.start()
             child_conn.close()
-            self.workers[key] = Worker(key, process, parent_conn, now, ShardProgress(key))
+            self.workers[key] = Worker(key, process, parent_conn, now, ShardProgress(key), renewed_at=held.renewed_at)
             self.log.info("started shard worker for %s (pid %d)", key, process.pid)
 
     def _waits_for_parents(self, key: str) -> bool:
@@ -490,6 +528,7 @@ class Supervisor:
             self.handle_signals()
             if self.clock() >= next_renew:  # keep the leases while processors checkpoint
                 self.handle_renewal(self.leases.renew())
+                self.fence_workers()  # final checkpoints are written only while the hold is fresh
                 next_renew = self.clock() + self.config.lease.renew_interval_s
             self.ship_metrics()  # /healthz stays fresh while processors checkpoint
         for key in self.leases.release_all():

@@ -3,7 +3,8 @@
 
 Each child appends JSON lines to ``$RECORDER_DIR/<shard>.<pid>.jsonl``: one per event
 (initialize, shutdownRequested, leaseLost, shardEnded, checkpoint results) and one per
-record, each with the wall-clock time it was written (``at``). It checkpoints after every ``$RECORDER_CHECKPOINT_EVERY`` records (at the last
+record, each with the wall-clock time it was written (``at``; a record also carries ``got``, when
+its processRecords arrived: the moment of delivery). It checkpoints after every ``$RECORDER_CHECKPOINT_EVERY`` records (at the last
 record of the batch), and on shutdownRequested and shardEnded. ``$RECORDER_BATCH_DELAY_S``
 makes each processRecords take that long (a busy processor). ``$RECORDER_SHARD_END_REFUSALS``
 = N: the first N shardEnded of each shard are answered without a checkpoint (a processor
@@ -37,6 +38,7 @@ class Recorder(processor.RecordProcessorBase):
         self.delay_s = float(os.environ.get("RECORDER_BATCH_DELAY_S", "0"))
         self.since_start = 0
         self.faulted = False
+        self.got = None
 
     def _write(self, entry):
         entry.setdefault("at", time.time())
@@ -44,11 +46,12 @@ class Recorder(processor.RecordProcessorBase):
         self.out.flush()
 
     def _checkpoint(self, checkpointer, seq=None, sub=None):
+        asked = time.time()  # the event's "at" is when the answer came
         try:
             checkpointer.checkpoint(seq, sub)
-            self._write({"event": "checkpoint", "seq": seq, "sub": sub, "error": None})
+            self._write({"event": "checkpoint", "seq": seq, "sub": sub, "error": None, "asked": asked})
         except kcl.CheckpointError as e:
-            self._write({"event": "checkpoint", "seq": seq, "sub": sub, "error": e.value})
+            self._write({"event": "checkpoint", "seq": seq, "sub": sub, "error": e.value, "asked": asked})
 
     def initialize(self, initialize_input):
         path = os.path.join(os.environ["RECORDER_DIR"], f"{initialize_input.shard_id}.{os.getpid()}.jsonl")
@@ -94,9 +97,10 @@ class Recorder(processor.RecordProcessorBase):
     def _record(self, r):
         self._write({"pk": r.partition_key, "data": r.binary_data.decode("utf-8", "replace"),
                      "seq": r.sequence_number, "sub": r.sub_sequence_number,
-                     "ts": _epoch_ms(r.approximate_arrival_timestamp)})
+                     "ts": _epoch_ms(r.approximate_arrival_timestamp), "got": self.got})
 
     def process_records(self, process_records_input):
+        self.got = time.time()
         if self.delay_s:
             time.sleep(self.delay_s)
         self._fault(process_records_input.records)
