@@ -9,6 +9,8 @@ import ast
 import configparser
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import botocore.session
@@ -59,6 +61,19 @@ def test_the_systemd_unit_parses_and_restarts_on_what_it_should(capsys):
     assert s["KillMode"] == "mixed" == doc_row("KillMode"), "SIGTERM to kcl-mp alone, not its processors"
     assert int(s["TimeoutStopSec"]) == DEFAULT_GRACE_S + STOP_MARGIN_S == int(doc_row("TimeoutStopSec"))
     assert int(service["Unit"]["StartLimitBurst"]) > 0
+
+
+def test_systemd_accepts_every_setting_of_the_unit(tmp_path):
+    """systemd's own parser: any setting it does not accept is a diagnostic line. The program
+    is swapped for one that exists on this machine."""
+    analyze = shutil.which("systemd-analyze")
+    assert analyze, "systemd-analyze is needed: apt-get install systemd"
+    text = (DEPLOY / "systemd" / "kcl-mp.service").read_text()
+    program = text.split("ExecStart=", 1)[1].split()[0]
+    (tmp_path / "kcl-mp.service").write_text(text.replace(program, shutil.which("true") or "/bin/true"))
+    result = subprocess.run([analyze, "verify", str(tmp_path / "kcl-mp.service")], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0 and not (result.stdout + result.stderr).strip(), result.stdout + result.stderr
 
 
 # -- Kubernetes -------------------------------------------------------------------------
