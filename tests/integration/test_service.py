@@ -60,7 +60,8 @@ def test_a_stderr_flood_is_logged_whole_within_the_budget_and_reported_while_it_
                    .get(SHARD0) == dropped, 20, f"{dropped} dropped stderr lines counted on /metrics")
         assert daemon.process.poll() is None
         log = daemon.output()
-        stderr_lines = [line.split("processor stderr: ", 1)[1] for line in log.splitlines() if "processor stderr: " in line]
+        stderr_lines = [line.split("processor stderr: ", 1)[1] for line in log.splitlines()
+                        if "processor stderr: " in line]
         floods = [text for text in stderr_lines if text.startswith("flood ")]
         assert all(len(text) == FLOOD_CHARS for text in floods), "a 3,000-character line must be logged whole"
         longs = [text for text in stderr_lines if text.startswith("long ")]
