@@ -2,7 +2,10 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# One stamp per set of extras: `make demo` installs only what the demo uses (no PySpark).
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.demo-installed
+SPARK_STAMP := $(VENV)/.spark-installed
 # kinesis-mock (npm kinesis-local): split, merge and shard end, which moto lacks.
 KINESIS_MOCK := tests/emulators/node_modules/kinesis-local/main.js
 # The Node.js processor's published aws-kcl library.
@@ -10,11 +13,21 @@ NODE_PROCESSOR := processors/nodejs/node_modules/aws-kcl/package.json
 
 .PHONY: demo spark-demo test unit integration bench bench-protocol bench-balance bench-faults clean jq java
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	touch $@
+
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[demo]'
+	touch $@
+
+$(SPARK_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[demo,sink,spark]'
+	touch $@
 
 $(KINESIS_MOCK): tests/emulators/package.json tests/emulators/package-lock.json
 	@command -v node >/dev/null && command -v npm >/dev/null || { echo "Node.js and npm are needed for the tests' kinesis-mock emulator" >&2; exit 1; }
@@ -42,11 +55,11 @@ java:
 install: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java
 
 ## spark-demo: the pipeline end to end on the embedded default: kcl-mp + the Parquet sink, then the PySpark job
-spark-demo: $(STAMP) java
+spark-demo: $(SPARK_STAMP) java
 	$(BIN)/python examples/spark/run_pipeline.py $(DEMO_ARGS)
 
 ## demo: the main job on the embedded local default (no AWS account)
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/python examples/demo/run_demo.py $(DEMO_ARGS)
 
 ## test: every test, unit then integration

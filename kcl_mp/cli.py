@@ -5,6 +5,7 @@
     kcl-mp -p app.properties --embedded           on a local moto server, no AWS account
     kcl-mp leases -p app.properties [--json]      the lease table: per worker, per lease
     kcl-mp check-processor -- CMD ARGS            the multilang conformance kit, on any processor
+    kcl-mp --version
 
 Accepts the Java daemon's spellings (``--properties-file``, ``-p``, a positional file,
 ``-l/--log-configuration`` which is ignored with a warning). Exit status: 0 after a
@@ -21,18 +22,38 @@ import os
 import sys
 from typing import Sequence
 
-from . import logs
+from . import __version__, logs
 from .config import Config, load_config
 from .errors import ConfigError, KclMpError
 
 log = logging.getLogger("kcl_mp.cli")
 
+# The sub-commands, one line each for --help; each has its own --help with examples.
+COMMANDS = (
+    ("(none)", "run a worker, as the Java MultiLangDaemon: kcl-mp --properties app.properties"),
+    ("leases", "the lease table, per worker and per lease: kcl-mp leases -p app.properties"),
+    ("check-processor", "the multilang conformance kit on a processor: kcl-mp check-processor -- CMD ARGS"),
+)
+EXAMPLES = """\
+examples:
+  kcl-mp --properties app.properties
+  kcl-mp -p app.properties --embedded --progress 2      # on a local moto server, no AWS account
+  kcl-mp -p app.properties --metrics-port 9464 --log-format json --set workerId=$HOSTNAME"""
+
 
 def _parser() -> argparse.ArgumentParser:
+    commands = "\n".join(f"  {name:<17} {line}" for name, line in COMMANDS)
     p = argparse.ArgumentParser(
         prog="kcl-mp",
-        description="A KCL MultiLangDaemon in Python: the same properties file, lease table and processors.",
+        usage="kcl-mp [--properties FILE | FILE] [options]\n"
+              "       kcl-mp leases --properties FILE [--json] [--watch [SECONDS]]\n"
+              "       kcl-mp check-processor [options] -- COMMAND [ARGS...]",
+        description="A KCL MultiLangDaemon in Python: the same properties file, lease table and processors.\n\n"
+                    f"commands:\n{commands}\n  'kcl-mp COMMAND --help' shows a command's options and examples.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--version", action="version", version=f"kcl-mp {__version__}")
     p.add_argument("file", nargs="?", help="the properties file (same as --properties)")
     p.add_argument("--properties", "--properties-file", "-p", dest="properties", metavar="FILE",
                    help="the MultiLangDaemon properties file")

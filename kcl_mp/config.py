@@ -127,6 +127,7 @@ class ProcessorSettings:
     on_failure: str = "RESTART"  # RESTART: only its shard; EXIT: the whole host, as the Java daemon does
     max_restarts: int = 5  # failures in a row before the lease is released for another host to try
     memory_limit_mb: int = 0  # restart a processor whose process tree's RSS exceeds this (0: no limit)
+    stderr_lines_per_10s: int = 10000  # stderr lines logged per 10 s; the rest are counted (0: no limit)
 
 
 @dataclass(frozen=True)

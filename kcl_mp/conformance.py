@@ -1,8 +1,9 @@
 """The conformance kit: ``kcl-mp check-processor -- CMD ARGS``.
 
-Drives any processor executable through the scenarios of ``multilang/conformance/
-scenarios.json`` (daemon messages taken from the golden transcripts in
-``multilang/vectors``), one fresh child per scenario, with kcl-mp's own protocol driver,
+Drives any processor executable through the scenarios of ``kit/conformance/
+scenarios.json`` (daemon messages taken from the golden transcripts in ``kit/vectors``;
+the kit is package data, so it works from a plain install, and the repository's
+``multilang/`` links to it), one fresh child per scenario, with kcl-mp's own protocol driver,
 so a processor is judged by exactly the code that will run it. Per scenario it prints PASS,
 WARN or FAIL (``conformance_report`` decides) with the first divergence: the step, the
 message sent, what went wrong, and every line Java would not take as the processor meant:
@@ -32,7 +33,7 @@ from .errors import ConfigError, ProcessorError
 from .lease import ExtendedSequenceNumber
 from .wire import Batch, make_batch
 
-KIT = Path(__file__).resolve().parents[1] / "multilang"
+KIT = Path(__file__).resolve().parent / "kit"
 STEP_TIMEOUT_S = 30.0
 SETTLE_S = 0.1
 
@@ -216,12 +217,17 @@ def main(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(
         prog="kcl-mp check-processor",
         description="Drive a processor executable through the multilang conformance scenarios.",
-        usage="kcl-mp check-processor [--only NAME] [--timeout S] [--strict] [--kit DIR] -- COMMAND [ARGS...]")
+        usage="kcl-mp check-processor [--only NAME] [--timeout S] [--strict] [--kit DIR] -- COMMAND [ARGS...]",
+        epilog="examples:\n"
+               "  kcl-mp check-processor -- python -m kcl_mp.processors.python.sample_processor\n"
+               "  kcl-mp check-processor --strict --only shard -- node processors/nodejs/sample_processor.js",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", metavar="NAME", help="run the scenarios whose name contains NAME")
     p.add_argument("--timeout", type=float, default=STEP_TIMEOUT_S, metavar="S",
                    help=f"max wait for each message from the processor (default {STEP_TIMEOUT_S:g})")
     p.add_argument("--strict", action="store_true", help="exit 1 on a warning too, not only on a failure")
-    p.add_argument("--kit", type=Path, default=KIT, metavar="DIR", help="the multilang/ folder (default: this checkout's)")
+    p.add_argument("--kit", type=Path, default=KIT, metavar="DIR",
+                   help="a kit folder holding conformance/ and vectors/ (default: the one installed with kcl-mp)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the processor command line, after --")
     args = p.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command

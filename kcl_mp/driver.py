@@ -7,9 +7,9 @@ reads and writes the child concurrently (PROTOCOL.md 2), and so does this:
   ``ChildStdout``, which queues the messages (lines Java would skip are logged at once and
   never queued) and keeps a note of every line Java would not take as the child meant
   (``take_notes``: what the conformance kit reports);
-- a thread reads stderr, logs each line with the shard id (rate-limited: a looping child
-  cannot flood the log; suppressed lines are counted and reported) and keeps the last
-  lines for error messages;
+- a thread reads stderr and logs each line whole with the shard id, within a line budget
+  (``processor_stderr``: a cut line says so, dropped lines are reported once a window and
+  counted in ``stderr_dropped``), and keeps the last lines for error messages;
 - the calling thread writes to the child's stdin (non-blocking, so a child that stops
   reading cannot hold it past ``timeout_s``) and takes queued messages while a status is
   awaited. Messages written after a status, before the next action was sent, are taken
@@ -52,6 +52,7 @@ from .errors import (
     ThrottledError,
 )
 from .lease import ExtendedSequenceNumber
+from .processor_stderr import LINES_PER_WINDOW, Dropped, Event, StderrLines
 from .protocol import Conversation, Done, Reply, Store
 from .wire import DEPENDENCY, LEASE_MOVED, THROTTLED, Batch, LineSplitter, Message, StdoutNote
 
@@ -115,7 +116,8 @@ class ProcessorChild:
     """The processor for one shard. Methods are called from one thread, in protocol order."""
 
     def __init__(self, command: tuple[str, ...], shard_id: str, checkpointer: Checkpointer,
-                 timeout_s: float | None, log: logging.LoggerAdapter | logging.Logger):
+                 timeout_s: float | None, log: logging.LoggerAdapter | logging.Logger,
+                 stderr_lines_per_10s: int = LINES_PER_WINDOW):
         self.command = tuple(command)
         self.shard_id = shard_id
         self.checkpointer = checkpointer
@@ -127,6 +129,8 @@ class ProcessorChild:
         self._stdout = ChildStdout(shard_id, MAX_QUEUED)
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self._tail_lock = threading.Lock()  # copying a deque while another thread appends raises
+        self._stderr = StderrLines(stderr_lines_per_10s)
+        self.stderr_dropped = 0  # stderr lines not logged so far (the stderr thread adds, others read)
         self._readers: list[threading.Thread] = []
         self._closed = False
         self.lease_moved = False  # a checkpoint was refused because the lease is another worker's
@@ -151,11 +155,10 @@ class ProcessorChild:
         except OSError:
             pass  # a smaller pipe only means more wake-ups
         os.set_blocking(self._stdin_fd, False)
-        for name, pipe, splitter, handle in (
-                ("stdout", proc.stdout, self._stdout.splitter, self._stdout_line),
-                ("stderr", proc.stderr, LineSplitter(max_bytes=1 << 16), self._stderr_line)):
-            thread = threading.Thread(target=self._pump, args=(pipe.fileno(), name, splitter, handle),
-                                      daemon=True, name=f"{name}-{self.shard_id}")
+        for name, target, args in (
+                ("stdout", self._pump, (proc.stdout.fileno(), "stdout", self._stdout.splitter, self._stdout_line)),
+                ("stderr", self._read_stderr, (proc.stderr.fileno(),))):
+            thread = threading.Thread(target=target, args=args, daemon=True, name=f"{name}-{self.shard_id}")
             thread.start()
             self._readers.append(thread)
 
@@ -411,14 +414,38 @@ class ProcessorChild:
             level, msg, args = said
             self._log_limited(budget, "stdout", level, msg, *args)
 
-    def _stderr_line(self, raw: bytes, budget: LineBudget) -> None:
-        text = raw.decode("utf-8", "replace").rstrip()
-        if not text:
-            return
-        with self._tail_lock:
-            self._stderr_tail.append(text[:300])
-        # Java logs every stderr line at ERROR: "Received error line from subprocess [...]"
-        self._log_limited(budget, "stderr", logging.ERROR, "processor stderr: %s", text[:_MAX_LOGGED_CHARS])
+    def _read_stderr(self, fd: int) -> None:
+        """The stderr reader thread's body. It wakes when a window with dropped lines closes,
+        so they are reported then, even if the child has gone quiet."""
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        try:
+            while True:
+                due = self._stderr.report_due()
+                if poller.poll(-1 if due is None else max(1, int((due - time.monotonic()) * 1000) + 1)):
+                    chunk = os.read(fd, 1 << 16)
+                    if not chunk:
+                        break
+                    self._log_stderr(self._stderr.feed(chunk, time.monotonic()))
+                else:
+                    self._log_stderr(self._stderr.tick(time.monotonic()))
+        except (OSError, ValueError):
+            pass  # closed under us during close()
+        finally:
+            self._log_stderr(self._stderr.end(time.monotonic()))
+
+    def _log_stderr(self, events: list[Event]) -> None:
+        for event in events:
+            if isinstance(event, Dropped):
+                self.stderr_dropped += event.lines
+                self.log.warning("processor for %s wrote more to stderr than kclmp.processorStderrLinesPer10s = %d "
+                                 "allows: %d lines were not logged in the last %g s", self.shard_id,
+                                 self._stderr.lines_per_window, event.lines, event.window_s)
+                continue
+            with self._tail_lock:
+                self._stderr_tail.append(event.text[:300])
+            if event.logged:  # Java logs every stderr line at ERROR: "Received error line from subprocess [...]"
+                self.log.error("processor stderr: %s", event.render())
 
     def _log_limited(self, budget: LineBudget, stream: str, level: int, msg: str, *args: Any) -> None:
         allowed, dropped = budget.allow()

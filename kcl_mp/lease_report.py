@@ -165,7 +165,11 @@ def render(report: Report, moved: Mapping[str, str] | None = None) -> str:
 
 
 def main(argv: Sequence[str]) -> int:
-    p = argparse.ArgumentParser(prog="kcl-mp leases", description="Show an application's lease table.")
+    p = argparse.ArgumentParser(prog="kcl-mp leases", description="Show an application's lease table.",
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="examples:\n  kcl-mp leases -p app.properties\n"
+                                       "  kcl-mp leases -p app.properties --json --wait 0\n"
+                                       "  kcl-mp leases -p app.properties --watch 5")
     p.add_argument("--properties", "--properties-file", "-p", dest="properties", metavar="FILE", required=True)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--wait", type=float, metavar="SECONDS",

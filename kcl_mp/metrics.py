@@ -92,12 +92,18 @@ CATALOGUE: dict[str, Spec] = {
                        "shard", "kclmp_lease_process_records_seconds", "processRecords, sent to answered"),
     "checkpoint_time": _s("Checkpoint", "Time", "Milliseconds", "DETAILED", "timer", "shard",
                           "kclmp_lease_checkpoint_seconds", "a processor's checkpoint written to the lease table"),
+    "checkpoint_age": _s("Checkpoint", "CheckpointAge", "Milliseconds", "SUMMARY", "gauge", "shard",
+                         "kclmp_lease_checkpoint_age_seconds",
+                         "since the processor last checkpointed (since this worker took the lease, if it has not)"),
     "processor_restarts": _s("Processor", "Restarts", "Count", "SUMMARY", "counter", "shard",
                              "kclmp_lease_processor_restarts", "processor restarts after a failure"),
     "processor_cpu": _s("Processor", "CpuPercent", "Percent", "DETAILED", "gauge", "shard",
                         "kclmp_lease_processor_cpu_percent", "CPU of the processor's process tree (% of a core)"),
     "processor_rss": _s("Processor", "RssBytes", "Bytes", "DETAILED", "gauge", "shard",
                         "kclmp_lease_processor_rss_bytes", "resident memory of the processor's process tree"),
+    "processor_stderr_dropped": _s("Processor", "StderrLinesDropped", "Count", "DETAILED", "counter", "shard",
+                                   "kclmp_lease_processor_stderr_dropped_lines",
+                                   "stderr lines not logged: over kclmp.processorStderrLinesPer10s"),
 }
 
 

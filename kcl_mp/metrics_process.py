@@ -164,6 +164,7 @@ class Exporter:
         self.lock = threading.Lock()
         self.totals: Samples = {}
         self.gauges: dict[str, dict[str, float]] = {}
+        self.lease_gauges: dict[tuple[str, str], float] = {}  # measured by shard workers: the last sample
         self.state: dict[str, Any] = {}
         self.received_at: float | None = None
         self.info = {"worker": config.worker_id, "application": config.application_name,
@@ -178,6 +179,8 @@ class Exporter:
         with self.lock:
             for key, stat in samples.items():
                 if CATALOGUE[key[0]].kind == "gauge":
+                    if CATALOGUE[key[0]].label == "shard":
+                        self.lease_gauges[key] = stat.last
                     continue
                 total = self.totals.get(key)
                 if total is None:
@@ -186,7 +189,11 @@ class Exporter:
                     total.merge(stat)
             self.totals = {key: stat for key, stat in self.totals.items()
                            if CATALOGUE[key[0]].label != "shard" or key[1] in held}
+            self.lease_gauges = {key: value for key, value in self.lease_gauges.items() if key[1] in held}
             self.gauges = {m: v for m, v in gauges.items() if m in CATALOGUE}
+            for (metric, label), value in self.lease_gauges.items():  # the supervisor's view first
+                if metric not in gauges:
+                    self.gauges.setdefault(metric, {})[label] = value
             self.state = state
             self.received_at = now
 

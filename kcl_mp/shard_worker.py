@@ -127,6 +127,8 @@ class ShardWorker:
         self.last_progress = 0.0
         self.millis_behind: int | None = None
         self.metrics = Recorder(enabled=self.config.metrics.enabled)
+        self.checkpointed_at = time.monotonic()  # the checkpoint's age counts from the lease's take
+        self.stderr_dropped = 0  # the processor's dropped stderr lines already in the metrics
         self._send_lock = threading.Lock()  # the sampler thread reports too
         self.failover_s = self.config.lease.failover_time_ms / 1000.0
         self.hold = Hold(self.failover_s, spec.renewed_at)
@@ -152,9 +154,12 @@ class ShardWorker:
                 return refused
             started = time.monotonic()
             try:
-                return table.checkpoint(shard_id, owner, position)
+                error = table.checkpoint(shard_id, owner, position)
             finally:
                 self.metrics.add("checkpoint_time", time.monotonic() - started, shard_id)
+            if error is None:
+                self.checkpointed_at = time.monotonic()
+            return error
 
         child = ProcessorChild(
             config.processor.command,
@@ -162,6 +167,7 @@ class ShardWorker:
             checkpoint,
             timeout_s=config.processor.timeout_s,
             log=self.log,
+            stderr_lines_per_10s=config.processor.stderr_lines_per_10s,
         )
         fetcher_class = partial(FanOutFetcher, consumer_arn=self.spec.consumer_arn) if self.spec.consumer_arn else Fetcher
         fetcher = fetcher_class(
@@ -342,6 +348,11 @@ class ShardWorker:
         now = time.monotonic()
         if force or now - self.last_progress >= PROGRESS_EVERY_S:
             self.last_progress = now
+            if self.metrics.enabled:
+                shard_id, dropped = self.spec.shard_id, child.stderr_dropped
+                self.metrics.add("checkpoint_age", now - self.checkpointed_at, shard_id)
+                self.metrics.add("processor_stderr_dropped", dropped - self.stderr_dropped, shard_id)
+                self.stderr_dropped = dropped
             samples = encode_samples(self.metrics.drain()) if self.metrics.enabled else []
             self.send("progress", self.delivered, str(child.last_checkpoint), self.millis_behind, samples)
 

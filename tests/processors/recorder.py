@@ -12,6 +12,8 @@ that forgets to checkpoint at shard end). ``$RECORDER_FAULT``: see ``_fault``.
 ``$RECORDER_HOST``: a name written into the initialize line (which daemon ran this child).
 ``$RECORDER_STDERR_ENV`` = NAME: write that environment variable to stderr at initialize (a
 careless processor printing its credentials; the daemon's logs must not show them).
+``$RECORDER_STDERR_FLOOD`` = SHARD:LINES:CHARS: at initialize of SHARD, write one line of
+100,000 bytes to stderr, then LINES lines of CHARS characters (``flood 00000 xxx...``).
 """
 
 import json
@@ -59,6 +61,14 @@ class Recorder(processor.RecordProcessorBase):
         if os.environ.get("RECORDER_STDERR_ENV"):
             name = os.environ["RECORDER_STDERR_ENV"]
             print(f"{name}={os.environ.get(name)}", file=sys.stderr, flush=True)
+        if os.environ.get("RECORDER_STDERR_FLOOD"):
+            shard, lines, chars = os.environ["RECORDER_STDERR_FLOOD"].rsplit(":", 2)
+            if initialize_input.shard_id == shard:
+                sys.stderr.write("long " + "y" * 99_995 + "\n")
+                for i in range(int(lines)):
+                    head = f"flood {i:05d} "
+                    sys.stderr.write(head + "x" * (int(chars) - len(head)) + "\n")
+                sys.stderr.flush()
         self._write({"event": "initialize", "shard": initialize_input.shard_id,
                      "seq": initialize_input.sequence_number, "sub": initialize_input.sub_sequence_number,
                      "host": os.environ.get("RECORDER_HOST")})
