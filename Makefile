@@ -9,7 +9,7 @@ SPARK_STAMP := $(VENV)/.spark-installed
 # kinesis-mock (npm kinesis-local): split, merge and shard end, which moto lacks.
 KINESIS_MOCK := tests/emulators/node_modules/kinesis-local/main.js
 # The Node.js processor's published aws-kcl library.
-NODE_PROCESSOR := processors/nodejs/node_modules/aws-kcl/package.json
+NODE_PROCESSOR := kcl_mp/processors/nodejs/node_modules/aws-kcl/package.json
 
 .PHONY: demo spark-demo test unit integration bench bench-protocol bench-balance bench-faults clean jq java
 
@@ -34,8 +34,8 @@ $(KINESIS_MOCK): tests/emulators/package.json tests/emulators/package-lock.json
 	npm ci --prefix tests/emulators --no-audit --no-fund --loglevel=error
 	touch $@
 
-$(NODE_PROCESSOR): processors/nodejs/package.json processors/nodejs/package-lock.json
-	npm ci --prefix processors/nodejs --no-audit --no-fund --loglevel=error
+$(NODE_PROCESSOR): kcl_mp/processors/nodejs/package.json kcl_mp/processors/nodejs/package-lock.json
+	npm ci --prefix kcl_mp/processors/nodejs --no-audit --no-fund --loglevel=error
 	touch $@
 
 # jq, for the POSIX shell processor (Debian's package; installed when running as root).
@@ -96,4 +96,4 @@ bench-faults: $(STAMP)
 	$(BIN)/python bench/faults.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info tests/emulators/node_modules processors/nodejs/node_modules
+	rm -rf $(VENV) build *.egg-info tests/emulators/node_modules kcl_mp/processors/nodejs/node_modules
