@@ -20,7 +20,7 @@ from botocore import xform_name
 
 from kcl_mp.cli import fail
 from kcl_mp.config import ProcessorSettings, load_config
-from kcl_mp.errors import ConfigError
+from kcl_mp.errors import ConfigError, DependencyError
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -55,8 +55,9 @@ def test_the_systemd_unit_parses_and_restarts_on_what_it_should(capsys):
     assert s["Restart"] == "on-failure" == doc_row("Restart")
     prevented = set(s["RestartPreventExitStatus"].split())
     assert prevented == set(doc_row("RestartPreventExitStatus").split())
-    # what kcl-mp returns for a configuration error, and argparse for a command-line one
-    assert str(fail(ConfigError("probe"))) in prevented and "2" in prevented and "0" not in prevented
+    # a start-up that failed on AWS (status 1, as a configuration error) is restarted; argparse's 2 is not
+    assert str(fail(DependencyError("probe"))) not in prevented and "2" in prevented and "0" not in prevented
+    assert str(fail(ConfigError("probe"))) == str(fail(DependencyError("probe")))
     capsys.readouterr()
     assert s["KillMode"] == "mixed" == doc_row("KillMode"), "SIGTERM to kcl-mp alone, not its processors"
     assert int(s["TimeoutStopSec"]) == DEFAULT_GRACE_S + STOP_MARGIN_S == int(doc_row("TimeoutStopSec"))
