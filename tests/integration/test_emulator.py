@@ -69,3 +69,6 @@ def test_concurrent_conditional_writes_on_one_item_have_one_winner(tmp_path, htt
                          f"(trials {doubled[:10]}; {elapsed:.1f} s)")
     assert winners == [1] * TRIALS
     assert item["leaseCounter"] == {"N": str(TRIALS)}
+    if not http2:  # moto's request log, as ``python -m moto.server`` writes it
+        assert '"POST / HTTP/1.1" 200' in (tmp_path / "moto.log").read_text()
+        assert emulator.process.returncode == 0  # SIGTERM ends it cleanly
