@@ -2,7 +2,9 @@
 
 moto runs as its own process (its own session, so a Ctrl-C meant for kcl-mp does not end
 it before kcl-mp has released its leases), on a free 127.0.0.1 port, with its request
-log in a file rather than on the terminal. Tests use the same module.
+log in a file rather than on the terminal. It serves moto's application through
+``emulator_app``, which linearizes DynamoDB's calls as the service does. Tests use the
+same module.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ class Emulator:
 
 def start_emulator(port: int | None = None, *, wait_s: float = 30.0, log_path: str | None = None,
                    http2: bool = False) -> Emulator:
-    """Start ``python -m moto.server`` on 127.0.0.1 and wait until it answers HTTP.
+    """Start moto (``python -m kcl_mp.emulator``) on 127.0.0.1 and wait until it answers HTTP.
 
     ``http2``: serve moto with hypercorn instead (HTTP/1.1 and cleartext HTTP/2 on one port),
     for the Java daemon, whose Kinesis client speaks h2c only (needs the ``bench`` extra).
@@ -80,10 +82,8 @@ def start_emulator(port: int | None = None, *, wait_s: float = 30.0, log_path: s
         os.close(fd)
     url = f"http://{LOOPBACK}:{port}"
     with open(log_path, "ab") as log_file:
-        argv = [sys.executable, "-m", "kcl_mp.emulator", str(port)] if http2 else \
-            [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)]
         process = subprocess.Popen(
-            argv,
+            [sys.executable, "-m", "kcl_mp.emulator", str(port), *(["--http2"] if http2 else [])],
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
@@ -143,21 +143,7 @@ def embedded_overrides(url: str) -> dict[str, str]:
     }
 
 
-def _serve_http2(port: int) -> None:
-    """moto's WSGI app under hypercorn: HTTP/1.1 and h2c on one loopback port."""
-    import asyncio
-
-    from hypercorn.asyncio import serve
-    from hypercorn.config import Config as HypercornConfig
-    from hypercorn.middleware import AsyncioWSGIMiddleware
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-
-    config = HypercornConfig()
-    config.bind = [f"{LOOPBACK}:{port}"]
-    config.loglevel = "WARNING"
-    app = AsyncioWSGIMiddleware(DomainDispatcherApplication(create_backend_app), max_body_size=64 << 20)
-    asyncio.run(serve(app, config))  # type: ignore[arg-type]
-
-
 if __name__ == "__main__":
-    _serve_http2(int(sys.argv[1]))
+    from .emulator_app import serve, serve_http2
+
+    (serve_http2 if sys.argv[2:] == ["--http2"] else serve)(LOOPBACK, int(sys.argv[1]))

@@ -12,13 +12,12 @@ throttling error each service sends there (DynamoDB ``ThrottlingException``, Kin
 
 Seeded: the decisions come from one ``random.Random(seed)`` in the order requests arrive
 (concurrent requests arrive in no fixed order, so a run replays its rates, not each
-decision). DynamoDB writes go to moto one at a time (see WRITES). ``set_share`` changes the
-share at once (a storm); ``counts`` says what it did, ``slowest`` how long the emulator took.
+decision). ``set_share`` changes the share at once (a storm); ``counts`` says what it did,
+``slowest`` how long the emulator took.
 """
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
 import random
@@ -37,10 +36,8 @@ DATA_PLANE = {
     "dynamodb": {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Scan", "Query", "BatchGetItem", "BatchWriteItem"},
     "kinesis": {"GetRecords", "GetShardIterator", "PutRecord", "PutRecords"},
 }
-# moto checks a write's condition and then writes, without a lock: two concurrent conditional
-# writes to one item can both succeed (measured: 1 trial in 30 with three writers), which
-# DynamoDB never allows. The proxy passes DynamoDB's writes to moto one at a time.
-WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+# Concurrent requests go to the emulator concurrently: kcl_mp.emulator_app linearizes
+# DynamoDB's calls there (moto alone lets two conditional writes to one item both succeed).
 CONTENT_TYPE = {"dynamodb": "application/x-amz-json-1.0", "kinesis": "application/x-amz-json-1.1"}
 ACCOUNT = "000000000000"
 
@@ -80,9 +77,8 @@ class ThrottleProxy:
         self.rng = random.Random(f"{service}:{seed}")
         self.share, self.slow_share, self.max_delay_s = share, slow_share, max_delay_s
         self.lock = threading.Lock()
-        self.writing = threading.Lock()
         self.counts: Counter = Counter()  # "requests", "throttled", "delayed", "throttled:<operation>"
-        self.slowest: dict[str, float] = {}  # the longest seconds seen: "upstream", "write queue", per operation
+        self.slowest: dict[str, float] = {}  # the longest seconds seen: "upstream", per operation
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -116,11 +112,10 @@ class ThrottleProxy:
                 self.counts[f"throttled:{operation}"] += 1
         return throttle, delay
 
-    def _timed(self, operation: str, queued_s: float, upstream_s: float) -> None:
-        """The emulator's own time for a call, and a write's wait for its turn (the longest)."""
+    def _timed(self, operation: str, upstream_s: float) -> None:
+        """The emulator's time for a call, its wait for DynamoDB's lock included (the longest)."""
         with self.lock:
             self.slowest["upstream"] = max(self.slowest.get("upstream", 0.0), round(upstream_s, 3))
-            self.slowest["write queue"] = max(self.slowest.get("write queue", 0.0), round(queued_s, 3))
             self.slowest[operation] = max(self.slowest.get(operation, 0.0), round(upstream_s, 3))
 
     def relay(self, handler: BaseHTTPRequestHandler) -> None:
@@ -139,16 +134,13 @@ class ThrottleProxy:
                          json.dumps({"__type": kind, "message": message}).encode())
             return
         headers = {k: v for k, v in handler.headers.items() if k.lower() not in HOP_BY_HOP}
-        serial = self.service == "dynamodb" and operation in WRITES
         upstream = http.client.HTTPConnection(*self.upstream, timeout=60)
-        asked = time.monotonic()
+        began = time.monotonic()
         try:
-            with self.writing if serial else contextlib.nullcontext():
-                began = time.monotonic()
-                upstream.request(handler.command, handler.path, body=body, headers=headers)
-                response = upstream.getresponse()
-                data = response.read()
-            self._timed(operation, began - asked, time.monotonic() - began)
+            upstream.request(handler.command, handler.path, body=body, headers=headers)
+            response = upstream.getresponse()
+            data = response.read()
+            self._timed(operation, time.monotonic() - began)
         except OSError:
             handler.send_error(502)
             return
