@@ -274,15 +274,20 @@ def key_order(run: Run) -> tuple[list[str], int]:
 
 
 def checkpoints_backwards(run: Run) -> list[str]:
-    """What the table monitor saw go back, and per shard any saved checkpoint behind an earlier one."""
+    """What the table monitor saw go back, and per shard any saved checkpoint asked for after
+    a higher one had been saved. Its reply time does not order it: a host paused between its
+    write and the reply records the reply seconds later, after the next owner's checkpoints,
+    though the write landed first (the next owner's take carries it)."""
     backwards = list(run.facts.backwards)
-    best: dict[str, tuple[int, int]] = {}
-    for e in sorted((e for e in run.facts.entries if e.get("event") == "checkpoint" and not e["error"]),
-                    key=lambda e: e["at"]):
-        at = position(e["seq"], e["sub"])
-        if at < best.get(e["_shard"], BEFORE_ALL):
-            backwards.append(f"{e['_shard']}: pid {e['_pid']} checkpointed {e['seq']} after {best[e['_shard']]}")
-        best[e["_shard"]] = max(at, best.get(e["_shard"], BEFORE_ALL))
+    saved: dict[str, list[tuple[float, tuple[int, int]]]] = defaultdict(list)  # (saved at, position)
+    checkpoints = [e for e in run.facts.entries if e.get("event") == "checkpoint" and not e["error"]]
+    for e in checkpoints:
+        saved[e["_shard"]].append((e["at"], position(e["seq"], e["sub"])))
+    for e in checkpoints:
+        asked, at = e.get("asked", e["at"]), position(e["seq"], e["sub"])
+        before = [pos for saved_at, pos in saved[e["_shard"]] if saved_at < asked]
+        if before and at < max(before):
+            backwards.append(f"{e['_shard']}: pid {e['_pid']} checkpointed {e['seq']} after {max(before)}")
     return backwards
 
 

@@ -92,3 +92,14 @@ def test_a_checkpoint_going_back_and_an_unclean_exit_are_caught():
     unclean = facts([init(1, T0 + 1, "host-a"), *(rec(1, T0 + 2, i) for i in range(3))])
     unclean.exit_codes = {"host-a": 1}
     assert any("did not exit 0" in f for f in judge(unclean).failures)
+
+
+def test_a_checkpoint_saved_before_a_higher_one_but_answered_after_it_is_not_backwards():
+    """A host paused between its write and the reply: the reply comes after the next owner's
+    higher checkpoint, but the write was asked for (and landed) before it."""
+    late_reply = {"event": "checkpoint", "seq": SEQ[1], "sub": 0, "error": None, "asked": T0 + 3, "at": T0 + 9,
+                  "_shard": SHARD, "_pid": 1}
+    next_owner = {"event": "checkpoint", "seq": SEQ[2], "sub": 0, "error": None, "asked": T0 + 5, "at": T0 + 5.1,
+                  "_shard": SHARD, "_pid": 2}
+    verdict = judge(facts([init(1, T0 + 1, "host-a"), *(rec(1, T0 + 2, i) for i in range(3)), late_reply, next_owner]))
+    assert not any("backwards" in f for f in verdict.failures)
