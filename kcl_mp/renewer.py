@@ -60,16 +60,18 @@ class Outcome:
 
 def client_limits(lease: LeaseSettings) -> ClientLimits:
     """Renewals' own DynamoDB client: one try per request (retries are ``Renewer``'s), each
-    waiting at most half a renew interval to connect and as long for its answer (clamped to
-    0.1-5 s), one connection per renewal thread.
+    waiting at most half a renew interval to connect and a renew interval for its answer
+    (at most 5 and 10 s), one connection per renewal thread.
 
-    >>> client_limits(LeaseSettings("t", failover_time_ms=3000)).read_timeout_s
-    0.4875
+    >>> limits = client_limits(LeaseSettings("t", failover_time_ms=3000))
+    >>> limits.connect_timeout_s, limits.read_timeout_s, limits.total_attempts
+    (0.487, 0.975, 1)
     >>> client_limits(LeaseSettings("t")).read_timeout_s  # failoverTimeMillis 10000
-    1.6542
+    3.308
     """
-    wait_s = min(5.0, max(0.1, round(lease.renew_interval_s / 2, 4)))
-    return ClientLimits(connect_timeout_s=wait_s, read_timeout_s=wait_s, total_attempts=1,
+    interval_s = lease.renew_interval_s
+    return ClientLimits(connect_timeout_s=round(min(5.0, interval_s / 2), 3),
+                        read_timeout_s=round(min(10.0, interval_s), 3), total_attempts=1,
                         max_pool_connections=lease.max_lease_renewal_threads)
 
 
