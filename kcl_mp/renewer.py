@@ -91,6 +91,21 @@ def retry_until(renewed_at: float, round_started: float, lease: LeaseSettings) -
     return min(renewed_at + lease.failover_time_ms / 1000.0, round_started + lease.renew_interval_s)
 
 
+def round_bound_s(lease: LeaseSettings, leases: int) -> float:
+    """The longest a round can last: retries end when the next round is due, after which
+    each lease still gets one try (its calls each within the client's timeouts), one lease
+    after another on each thread; a second to spare. Only a request that outlives its
+    timeouts can pass it.
+
+    >>> round_bound_s(LeaseSettings("t", failover_time_ms=3000), 64)  # 4 leases a thread
+    20.019
+    """
+    limits = client_limits(lease)
+    per_try_s = CALLS_PER_TRY * (limits.connect_timeout_s + limits.read_timeout_s)
+    rounds = -(-leases // min(max(1, leases), lease.max_lease_renewal_threads))
+    return round(lease.renew_interval_s + RETRY.cap_s + rounds * per_try_s + 1.0, 3)
+
+
 @dataclass
 class Renewer:
     table: LeaseTable  # through the renewals' own client (``renewal_table``)
@@ -100,13 +115,17 @@ class Renewer:
     rng: random.Random  # jitter only: its own, so renewal threads never draw from the balancer's
 
     def renew_all(self, held: list[tuple[str, Lease, float]], round_started: float) -> list[Outcome]:
-        """Renew each (key, lease as last written, when last renewed) at once; an outcome each."""
+        """Renew each (key, lease as last written, when last renewed) at once; an outcome each.
+        The longest unrenewed go first: each lease keeps its place in a long round (more
+        leases than threads), so its renewals stay about a renew interval apart."""
         results: list[Outcome | BaseException | None] = [None] * len(held)
-        pending = iter(range(len(held)))
+        pending = iter(sorted(range(len(held)), key=lambda i: held[i][2]))
         lock = threading.Lock()
+        bound_s = round_bound_s(self.lease, len(held))
+        deadline = time.monotonic() + bound_s  # real time: an injected clock may stand still
 
         def work() -> None:
-            while True:
+            while time.monotonic() < deadline:
                 with lock:
                     i = next(pending, None)
                 if i is None:
@@ -120,17 +139,13 @@ class Renewer:
                    for n in range(min(len(held), self.lease.max_lease_renewal_threads))]
         for thread in threads:
             thread.start()
-        limits = client_limits(self.lease)
-        bound_s = (self.lease.renew_interval_s + RETRY.cap_s
-                   + CALLS_PER_TRY * (limits.connect_timeout_s + limits.read_timeout_s) + 1.0)
-        deadline = time.monotonic() + bound_s  # real time: an injected clock may stand still
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         outcomes = []
         for (key, _, _), result in zip(held, results):
             if isinstance(result, BaseException):
                 raise result
-            if result is None:  # its thread outlived every timeout of its requests
+            if result is None:  # a request outlived its timeouts (the bound allows for every one)
                 now = self.clock()
                 result = Outcome(key, None, now, now, DependencyError(
                     f"renewing lease {key}: no answer within {bound_s:.1f} s"))
@@ -142,7 +157,6 @@ class Renewer:
         (the counter moved) is checked: still ours (a retried renewal had landed, or only a
         handoff request changed the owner) means renew again from what the table holds."""
         until = retry_until(renewed_at, round_started, self.lease)
-        sent_at = self.clock()
         attempt = 0
         while True:
             try:
