@@ -75,6 +75,7 @@ class LeaseSettings:
     failover_time_ms: int = 10000
     max_leases_for_worker: int = 2147483647
     max_leases_to_steal_at_one_time: int = 1
+    max_lease_renewal_threads: int = 20  # a renewal round runs this many renewals at once
     cleanup_leases_upon_shard_completion: bool = True
     ignore_unexpected_child_shards: bool = False
     shard_sync_interval_ms: int = 60000

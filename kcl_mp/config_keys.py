@@ -318,6 +318,8 @@ KEYS: tuple[Key, ...] = (
     # leases and shard sync
     _k("failoverTimeMillis", integer(1000), 10000, "lease duration", "lease.failover_time_ms"),
     _k("maxLeasesForWorker", integer(1, INT_MAX), INT_MAX, "cap on leases held", "lease.max_leases_for_worker"),
+    _k("maxLeaseRenewalThreads", integer(1, INT_MAX), 20, "held leases renewed at once (threads per round)",
+       "lease.max_lease_renewal_threads"),
     _k("maxLeasesToStealAtOneTime", integer(1, INT_MAX), 1, "leases stolen per round",
        "lease.max_leases_to_steal_at_one_time"),
     _k("cleanupLeasesUponShardCompletion", boolean, True, "delete finished shards' leases (false honoured)",
@@ -351,7 +353,6 @@ KEYS: tuple[Key, ...] = (
              "the lease table is created PAY_PER_REQUEST, as by the Java daemon"),
     _ignored("initialLeaseTableWriteCapacity", integer(1, INT_MAX), "provisioned capacity",
              "the lease table is created PAY_PER_REQUEST, as by the Java daemon"),
-    _ignored("maxLeaseRenewalThreads", integer(1, INT_MAX), "renewal thread pool", _JAVA),
     _ignored("leaseTableScanTotalSegments", integer(1, INT_MAX), "parallel scan segments", _JAVA),
     _ignored("schedulerInitializationBackoffTimeMillis", integer(0), "start-up retry backoff", _JAVA),
     _ignored("shardPrioritization", text, "shard order", "not settable from text in Java either"),

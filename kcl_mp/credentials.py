@@ -27,6 +27,7 @@ after the fork.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -45,12 +46,20 @@ from botocore.loaders import create_loader
 from .config import ClientSettings, CredentialProvider
 from .errors import ConfigError
 
-# Bounded so a hung endpoint cannot stall lease renewal (every failoverTimeMillis / 3) for
-# long; standard retry mode backs off with jitter and retries throttling.
-CONNECT_TIMEOUT_S = 5
-READ_TIMEOUT_S = 20
-TOTAL_ATTEMPTS = 4  # the first try included
-MAX_POOL_CONNECTIONS = 20
+
+@dataclass(frozen=True)
+class ClientLimits:
+    """How long one request may wait, how often botocore tries it (the first try included;
+    standard retry mode backs off with jitter and retries throttling), and how many
+    connections the client keeps. Lease renewals use their own (``renewer.client_limits``)."""
+
+    connect_timeout_s: float = 5
+    read_timeout_s: float = 20
+    total_attempts: int = 4
+    max_pool_connections: int = 20
+
+
+DEFAULT_LIMITS = ClientLimits()
 
 # botocore provider METHODs each simple provider name selects from a default resolver.
 _PROFILE_METHODS = ("assume-role-with-web-identity", "sso", "shared-credentials-file", "login",
@@ -155,12 +164,12 @@ def session_for(settings: ClientSettings) -> boto3.Session:
     return boto3.Session(botocore_session=core, region_name=settings.region)
 
 
-def _boto_config(signed: bool) -> BotoConfig:
+def _boto_config(signed: bool, limits: ClientLimits = DEFAULT_LIMITS) -> BotoConfig:
     return BotoConfig(
-        connect_timeout=CONNECT_TIMEOUT_S,
-        read_timeout=READ_TIMEOUT_S,
-        retries={"mode": "standard", "total_max_attempts": TOTAL_ATTEMPTS},
-        max_pool_connections=MAX_POOL_CONNECTIONS,
+        connect_timeout=limits.connect_timeout_s,
+        read_timeout=limits.read_timeout_s,
+        retries={"mode": "standard", "total_max_attempts": limits.total_attempts},
+        max_pool_connections=limits.max_pool_connections,
         user_agent_extra="kcl-mp",
         **({} if signed else {"signature_version": UNSIGNED}),
     )
@@ -170,12 +179,14 @@ def _keep(value: Any) -> Any:
     return value
 
 
-def client(service: str, settings: ClientSettings, *, raw_records: bool = False) -> Any:
+def client(service: str, settings: ClientSettings, *, raw_records: bool = False,
+           limits: ClientLimits = DEFAULT_LIMITS) -> Any:
     """A boto3 client for ``service`` ("kinesis", "dynamodb", "cloudwatch") per ``settings``.
 
     ``raw_records``: blobs stay the base64 text of the wire and timestamps the wire's number
     (GetRecords' ``Data`` and ``ApproximateArrivalTimestamp``: the data path's fast path,
     see ``deaggregate``). The session is this client's own, so no other client is affected.
+    ``limits``: timeouts, attempts and connections (the defaults suit every call but renewals).
     """
     providers, anonymous = _chain(settings)
     session = session_for(settings)
@@ -195,4 +206,4 @@ def client(service: str, settings: ClientSettings, *, raw_records: bool = False)
         raise ConfigError(f"no AWS region for {service}: set regionName in the properties file "
                           "(or AWS_REGION in the environment)")
     return session.client(service, region_name=region, endpoint_url=settings.endpoint,
-                          config=_boto_config(signed=not anonymous))
+                          config=_boto_config(signed=not anonymous, limits=limits))

@@ -1,7 +1,7 @@
 """The lease coordinator: the supervisor's side of the lease table.
 
-It renews what this worker holds, scans the table to take and steal (``balance`` decides,
-this module writes), runs the KCL 3.x graceful handoff in both directions, and keeps the
+It renews what this worker holds (all at once: ``renewer``), scans the table to take and
+steal (``balance`` decides, this module writes), runs the KCL 3.x graceful handoff in both directions, and keeps the
 table in step with the stream's shards (``shard_sync_io``). It never touches processes: it reports what changed and the
 supervisor starts, stops or warns shard workers accordingly.
 
@@ -40,6 +40,7 @@ from .lease import SHARD_END, ExtendedSequenceNumber, Lease
 from .lease_table import LeaseTable
 from .logs import ShardLog
 from .metrics import Recorder
+from .renewer import Renewer
 from .shard_sync_io import ShardSyncing
 
 
@@ -96,6 +97,10 @@ class LeaseCoordinator(ShardSyncing):
     metrics: Recorder = field(default_factory=lambda: Recorder(enabled=False))
     renewed_all_at: float | None = None  # the end of the last round that renewed every held lease
     fleet: balance.Fleet | None = None  # as the last scan saw it
+    renewals: LeaseTable | None = None  # through the renewals' own client (renewer.renewal_table); None: table
+
+    def __post_init__(self) -> None:
+        self.renewer = Renewer(self.renewals or self.table, self.config.lease, self.me, self.clock, random.Random())
 
     @property
     def me(self) -> str:
@@ -123,37 +128,36 @@ class LeaseCoordinator(ShardSyncing):
     # -- renewing ---------------------------------------------------------------------
 
     def renew(self) -> Renewal:
+        """One round: every held lease renewed at once (``renewer``), then what came of each."""
         lost: list[str] = []
         handoffs: list[str] = []
         failover_s = self.config.lease.failover_time_ms / 1000.0
         started = self.clock()
         failures = 0
-        for key, held in list(self.held.items()):
-            now = self.clock()
-            if now - held.renewed_at > failover_s / 2:
+        for key, held in self.held.items():
+            if started - held.renewed_at > failover_s / 2:
                 self.log.warning("lease %s renewed late: %.1f s since its last renewal (others may take it after "
-                                 "%.1f s)", key, now - held.renewed_at, failover_s)
-            try:
-                renewed = self.table.renew(held.lease, self.me)
-                if renewed is None:
-                    renewed = self._recheck(held.lease)
-            except DependencyError as exc:
+                                 "%.1f s)", key, started - held.renewed_at, failover_s)
+        due = [(key, held.lease, held.renewed_at) for key, held in self.held.items()]
+        for outcome in self.renewer.renew_all(due, started):
+            key, held, renewed = outcome.key, self.held[outcome.key], outcome.lease
+            if outcome.error is not None:
                 failures += 1
                 self.metrics.add("lease_renewals", 0)
-                if now - held.renewed_at < failover_s:
+                if outcome.ended_at - held.renewed_at < failover_s:
                     self.log.warning("renewing lease %s failed (%s); still held for %.1f s",
-                                     key, exc, failover_s - (now - held.renewed_at))
+                                     key, outcome.error, failover_s - (outcome.ended_at - held.renewed_at))
                     continue
-                renewed = None
-                self.log.error("lease %s expired locally: no renewal for %.1f s (%s)", key, now - held.renewed_at, exc)
+                self.log.error("lease %s expired locally: no renewal for %.1f s (%s)",
+                               key, outcome.ended_at - held.renewed_at, outcome.error)
             if renewed is None:
                 self.drop(key, "taken by another worker or not renewable")
                 lost.append(key)
                 continue
             self.metrics.add("lease_renewals", 1)
-            self.held[key] = Held(renewed, now)
+            self.held[key] = Held(renewed, outcome.sent_at)
             if renewed.owner != self.me and key not in self.handing_off:
-                self.handing_off[key] = now
+                self.handing_off[key] = outcome.sent_at
                 handoffs.append(key)
                 self.log.info("lease %s: %s asked for it; stopping its processor for a last checkpoint",
                               key, renewed.owner)
@@ -172,13 +176,6 @@ class LeaseCoordinator(ShardSyncing):
         self.metrics.add("leases_held", len(self.held))
         self.metrics.add("leases_lost", 0)  # a sample every round, as Java's; each loss adds 1 (drop)
         return Renewal(tuple(lost), tuple(handoffs), acquired)
-
-    def _recheck(self, lease: Lease) -> Lease | None:
-        """After a failed renewal: still ours (only the counter moved) means retry with it."""
-        current = self.table.get(lease.key)
-        if current is None or current.holder != self.me:
-            return None
-        return self.table.renew(current, self.me)
 
     def _check_incoming(self) -> tuple[str, ...]:
         acquired: list[str] = []

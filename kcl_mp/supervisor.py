@@ -67,6 +67,7 @@ from .lease_table import LeaseTable
 from .logs import ShardLog
 from .metrics import Recorder, decode_samples, encode_samples
 from .progress import ShardProgress, render
+from .renewer import renewal_table
 from .resources import MB, Usage
 
 USAGE_LOG_S = 60.0  # how often the processors' CPU and memory are logged
@@ -119,7 +120,8 @@ class Supervisor:
         self.table = LeaseTable(aws_client("dynamodb", self.config.dynamodb), self.config.lease.table_name)
         self.metrics = Recorder(enabled=self.config.metrics.enabled)
         self.leases = LeaseCoordinator(self.config, self.table, aws_client("kinesis", self.config.kinesis),
-                                       self.log, self.clock, self.rng, metrics=self.metrics)
+                                       self.log, self.clock, self.rng, metrics=self.metrics,
+                                       renewals=renewal_table(self.config))
         self.metrics_link: metrics_process.Link | None = None
         self.consumer_arn: str | None = None  # enhanced fan-out's consumer, found or registered at start
         self.loop_lag_s = 0.0

@@ -268,6 +268,15 @@ def test_ignored_keys_are_recorded(tmp_path) -> None:
                                                                       "kinesisClient.maxConcurrency"}
 
 
+def test_max_lease_renewal_threads_is_used(tmp_path) -> None:
+    """Java's renewal pool size: how many held leases a round renews at once (default 20)."""
+    assert load(tmp_path).lease.max_lease_renewal_threads == 20
+    config = load(tmp_path, maxLeaseRenewalThreads="64")
+    assert config.lease.max_lease_renewal_threads == 64 and config.ignored == ()
+    with pytest.raises(ConfigError, match="maxLeaseRenewalThreads = '0'"):
+        load(tmp_path, maxLeaseRenewalThreads="0")
+
+
 def test_ignored_keys_are_still_validated(tmp_path) -> None:
     with pytest.raises(ConfigError, match="maxActiveThreads = 'many'"):
         load(tmp_path, maxActiveThreads="many")

@@ -9,7 +9,7 @@ import pytest
 from botocore import UNSIGNED
 
 from kcl_mp.config import ClientSettings, CredentialProvider as P
-from kcl_mp.credentials import CONNECT_TIMEOUT_S, READ_TIMEOUT_S, TOTAL_ATTEMPTS, client, session_for
+from kcl_mp.credentials import DEFAULT_LIMITS, ClientLimits, client, session_for
 from kcl_mp.errors import ConfigError
 
 ENDPOINT = "http://127.0.0.1:9"  # never contacted
@@ -37,8 +37,17 @@ def test_environment_variables() -> None:
     c = client("kinesis", settings(P("EnvironmentVariableCredentialsProvider")))
     assert method(c) == "env" and c.meta.region_name == "us-east-1" and c.meta.endpoint_url == ENDPOINT
     config = c.meta.config
-    assert (config.connect_timeout, config.read_timeout) == (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
-    assert config.retries == {"mode": "standard", "total_max_attempts": TOTAL_ATTEMPTS}
+    assert (config.connect_timeout, config.read_timeout) == (DEFAULT_LIMITS.connect_timeout_s,
+                                                             DEFAULT_LIMITS.read_timeout_s)
+    assert config.retries == {"mode": "standard", "total_max_attempts": DEFAULT_LIMITS.total_attempts}
+
+
+def test_limits_of_a_client_of_its_own() -> None:
+    """Renewals get a client with their own timeouts, attempts and connections."""
+    limits = ClientLimits(connect_timeout_s=0.5, read_timeout_s=0.5, total_attempts=1, max_pool_connections=64)
+    config = client("dynamodb", settings(P("EnvironmentVariableCredentialsProvider")), limits=limits).meta.config
+    assert (config.connect_timeout, config.read_timeout, config.max_pool_connections) == (0.5, 0.5, 64)
+    assert config.retries == {"mode": "standard", "total_max_attempts": 1}
 
 
 def test_default_chain_is_boto3_s() -> None:
