@@ -95,7 +95,6 @@ class LeaseCoordinator(ShardSyncing):
     avoid: dict[str, float] = field(default_factory=dict)  # key -> until when this host does not take it
     last_steal_at: float = float("-inf")
     metrics: Recorder = field(default_factory=lambda: Recorder(enabled=False))
-    renewed_all_at: float | None = None  # the end of the last round that renewed every held lease
     fleet: balance.Fleet | None = None  # as the last scan saw it
     renewals: LeaseTable | None = None  # through the renewals' own client (renewer.renewal_table); None: table
 
@@ -133,7 +132,6 @@ class LeaseCoordinator(ShardSyncing):
         handoffs: list[str] = []
         failover_s = self.config.lease.failover_time_ms / 1000.0
         started = self.clock()
-        failures = 0
         for key, held in self.held.items():
             if started - held.renewed_at > failover_s / 2:
                 self.log.warning("lease %s renewed late: %.1f s since its last renewal (others may take it after "
@@ -142,7 +140,6 @@ class LeaseCoordinator(ShardSyncing):
         for outcome in self.renewer.renew_all(due, started):
             key, held, renewed = outcome.key, self.held[outcome.key], outcome.lease
             if outcome.error is not None:
-                failures += 1
                 self.metrics.add("lease_renewals", 0)
                 if outcome.ended_at - held.renewed_at < failover_s:
                     self.log.warning("renewing lease %s failed (%s); still held for %.1f s",
@@ -169,10 +166,7 @@ class LeaseCoordinator(ShardSyncing):
                 self.finish_handoff(key)
                 lost.append(key)
         acquired = self._check_incoming()
-        now = self.clock()
-        if not failures:
-            self.renewed_all_at = now
-        self.metrics.add("renew_time", now - started)
+        self.metrics.add("renew_time", self.clock() - started)
         self.metrics.add("leases_held", len(self.held))
         self.metrics.add("leases_lost", 0)  # a sample every round, as Java's; each loss adds 1 (drop)
         return Renewal(tuple(lost), tuple(handoffs), acquired)

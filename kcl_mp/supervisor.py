@@ -3,8 +3,9 @@
 One loop, in the manner of gunicorn's arbiter: wait for the next deadline (or a signal,
 or a message from a worker), handle what arrived, then do what is due:
 
-    renew   every failoverTimeMillis/3 - 25 ms: bump the counter of each held lease;
-            a lease that cannot be renewed is lost and its worker told so; a lease
+    renew   every failoverTimeMillis/3 - 25 ms: bump the counter of each held lease, all
+            at once (``renewer``: at most maxLeaseRenewalThreads in flight, each retried
+            only while its lease is still ours); a lease that cannot be renewed is lost and its worker told so; a lease
             another worker asked for gets its processor stopped for a last checkpoint
     scan    every failoverTimeMillis + 25 ms: take expired leases; once per take interval
             (2 * (failoverTimeMillis + 25 ms)) also steal to balance (``balance`` decides,
