@@ -224,3 +224,13 @@ class TableMonitor(threading.Thread):
         """All ``leases`` exist and no handoff is under way."""
         with self.lock:
             return len(self.latest) == leases and not any(lease.checkpoint_owner for lease in self.latest.values())
+
+
+def stop_all(hosts: dict[str, Daemon], timeout: float = 60.0) -> None:
+    """SIGTERM every host at once (their leases are released together, none taken over by
+    another one stopping), then each must exit 0 (the log's tail says why if not)."""
+    for daemon in hosts.values():
+        daemon.signal()
+    for name, daemon in hosts.items():
+        code = daemon.wait(timeout)
+        assert code == 0, f"{name}: exit status {code}:\n{daemon.output()[-3000:]}"

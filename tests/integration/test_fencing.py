@@ -33,7 +33,7 @@ from kcl_mp.producer import produce
 from kcl_mp.supervisor import Supervisor
 
 from .harness import (RECORDER, BackgroundProducer, Daemon, base_properties, recorded, records_only, wait_until,
-                      write_properties)
+                      stop_all, write_properties)
 
 pytestmark = pytest.mark.integration
 
@@ -167,10 +167,7 @@ def test_a_paused_host_neither_delivers_nor_checkpoints_once_its_leases_may_be_t
         wait_until(told_lost, 60, "host-a's processors of the lost shards to get leaseLost")
         time.sleep(2.0)
         producer.finish()
-        for daemon in hosts.values():
-            daemon.signal()
-        for name, daemon in hosts.items():
-            assert daemon.wait(60) == 0, f"{name}: {daemon.output()[-3000:]}"
+        stop_all(hosts)
     finally:
         producer.stop.set()
         poller.stop.set()
@@ -245,10 +242,7 @@ def test_a_host_paused_while_a_restart_is_pending_starts_no_processor_for_a_leas
         print(f"host-a stopped with the restart {'still pending' if pending else 'already done'}; resumed after "
               f"{time.time() - stopped_at:.1f} s")
         producer.finish()
-        for daemon in hosts.values():
-            daemon.signal()
-        for name, daemon in hosts.items():
-            assert daemon.wait(60) == 0, f"{name}: {daemon.output()[-3000:]}"
+        stop_all(hosts)
     finally:
         producer.stop.set()
         poller.stop.set()

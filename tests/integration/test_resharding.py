@@ -24,7 +24,8 @@ from kcl_mp.lease import Lease
 from kcl_mp.table_rows import read_items
 
 from .harness import (RECORDER, BackgroundProducer, Daemon, assert_java_rows_untouched, assert_takers_count_only_leases,
-                      base_properties, put_java_rows, recorded, records_only, wait_until, write_properties)
+                      base_properties, put_java_rows, recorded, records_only, stop_all, wait_until,
+                      write_properties)
 from .kinesis_mock import split_in_half
 
 pytestmark = pytest.mark.integration
@@ -107,10 +108,7 @@ def test_split_and_merge_under_two_hosts(tmp_path: Path, kinesis_mock_url, moto_
         wait_until(lambda: written <= _delivered(out), 90, f"all {len(written)} records delivered")
         wait_until(lambda: set(_leases(dynamodb, app)) == open_shards, 60,
                    f"the lease table to hold exactly the open shards {sorted(open_shards)}")
-        for daemon in hosts.values():
-            daemon.signal()
-        for name, daemon in hosts.items():
-            assert daemon.wait(60) == 0, daemon.output()[-3000:]
+        stop_all(hosts)
     finally:
         producer.stop.set()
         for daemon in hosts.values():
