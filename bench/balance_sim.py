@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/balance_sim.py [--quick] [--seeds N] [--max-steal K]
 
-A simulation (kcl_mp.simulation: in-memory table, virtual clock, no sleeping) of N
+A simulation (kcl_mp.devtools.fleet_sim: in-memory table, virtual clock, no sleeping) of N
 workers and M leases with the default timings (failoverTimeMillis 10000: renew every
 3.3 s, take every 20.05 s). Scenarios:
 
@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kcl_mp.config import LeaseSettings  # noqa: E402
-from kcl_mp.simulation import Fleet, Result  # noqa: E402
+from kcl_mp.devtools.fleet_sim import Fleet, Result  # noqa: E402
 
 MAX_CYCLES = 120
 

@@ -45,7 +45,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from kcl_mp import java_daemon  # noqa: E402
+from kcl_mp.devtools import java_daemon  # noqa: E402
 
 RUN_TIMEOUT_S = 900.0  # KCL 3.x alone needs over a minute before its first record
 SHORTEST_WINDOW_S = 2.0
@@ -198,7 +198,7 @@ def run_once(daemon: str, size: int, records: int, url: str, stream: str, work: 
 
 
 def fill(kinesis, stream: str, shards: int, records: int, size: int) -> None:
-    from kcl_mp.emulator import ensure_stream
+    from kcl_mp.embedded import ensure_stream
 
     ensure_stream(kinesis, stream, shards)
     payload = os.urandom(size)
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import boto3
 
-    from kcl_mp.emulator import EMBEDDED_ENV, start_emulator
+    from kcl_mp.embedded import EMBEDDED_ENV, start_emulator
 
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # stop what we started
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from kcl_mp.emulator import EMBEDDED_ENV, start_emulator  # noqa: E402
+from kcl_mp.embedded import EMBEDDED_ENV, start_emulator  # noqa: E402
 from tests.integration.fault_judge import Verdict, judge  # noqa: E402
 from tests.integration.fault_run import FaultRun, schedule  # noqa: E402
 from tests.integration.kinesis_mock import start_kinesis_mock  # noqa: E402

@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kcl_mp.deaggregate import user_records  # noqa: E402
-from kcl_mp.driver import ProcessorChild  # noqa: E402
-from kcl_mp.lease import ExtendedSequenceNumber  # noqa: E402
-from kcl_mp.wire import make_batch  # noqa: E402
+from kcl_mp.retrieval.deaggregate import user_records  # noqa: E402
+from kcl_mp.multilang.child import ProcessorChild  # noqa: E402
+from kcl_mp.leases.lease import ExtendedSequenceNumber  # noqa: E402
+from kcl_mp.multilang.wire import make_batch  # noqa: E402
 
 NOOP = """import sys
 out = sys.stdout.buffer

@@ -13,7 +13,7 @@ import uuid
 import boto3
 import pytest
 
-from kcl_mp.emulator import EMBEDDED_ENV, start_emulator
+from kcl_mp.embedded import EMBEDDED_ENV, start_emulator
 
 for _key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"):
     os.environ.pop(_key, None)

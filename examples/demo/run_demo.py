@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kcl_mp.config import load_config  # noqa: E402
-from kcl_mp.emulator import EMBEDDED_ENV, embedded_overrides, free_port  # noqa: E402
-from kcl_mp.producer import produce  # noqa: E402
+from kcl_mp.embedded import EMBEDDED_ENV, embedded_overrides, free_port  # noqa: E402
+from kcl_mp.devtools.producer import produce  # noqa: E402
 
 
 def main() -> int:

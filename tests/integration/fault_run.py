@@ -23,8 +23,8 @@ from pathlib import Path
 import boto3
 import psutil
 
-from kcl_mp.emulator import wait_active
-from kcl_mp.producer import Put, produce
+from kcl_mp.embedded import wait_active
+from kcl_mp.devtools.producer import Put, produce
 
 from .harness import RECORDER, BackgroundProducer, Daemon, TableMonitor, base_properties, recorded, records_only, \
     wait_until, write_properties

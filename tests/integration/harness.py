@@ -15,9 +15,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-from kcl_mp.lease import ExtendedSequenceNumber, Lease
-from kcl_mp.lease_table import LeaseTable
-from kcl_mp.table_rows import read_items
+from kcl_mp.sequence import ExtendedSequenceNumber
+
+from kcl_mp.leases.lease import Lease
+from kcl_mp.leases.table import LeaseTable
+from kcl_mp.leases.rows import read_items
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDER = ROOT / "tests" / "processors" / "recorder.py"

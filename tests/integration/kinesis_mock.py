@@ -16,7 +16,7 @@ from pathlib import Path
 import boto3
 from botocore.config import Config as BotoConfig
 
-from kcl_mp.emulator import LOOPBACK, Emulator, free_port, wait_active
+from kcl_mp.embedded import LOOPBACK, Emulator, free_port, wait_active
 
 MAIN_JS = Path(__file__).resolve().parents[1] / "emulators" / "node_modules" / "kinesis-local" / "main.js"
 RESHARD_S = "300ms"  # how long a split or merge keeps the stream UPDATING

@@ -9,9 +9,10 @@ import sys
 
 import pytest
 
-from kcl_mp.emulator import ensure_stream
-from kcl_mp.lease import ExtendedSequenceNumber, Lease
-from kcl_mp.lease_table import LeaseTable
+from kcl_mp.embedded import ensure_stream
+from kcl_mp.sequence import ExtendedSequenceNumber
+from kcl_mp.leases.lease import Lease
+from kcl_mp.leases.table import LeaseTable
 
 from .harness import (RECORDER, ROOT, Daemon, assert_java_rows_untouched, base_properties, put_java_rows, wait_until,
                       write_properties)

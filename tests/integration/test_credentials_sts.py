@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kcl_mp.config import ClientSettings, CredentialProvider
-from kcl_mp.credentials import client
+from kcl_mp.aws.clients import client
 
 
 def test_assume_role_credentials_sign_requests(moto_url: str) -> None:

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.driver import LineBudget, ProcessorChild
-from kcl_mp.processor_stderr import LINES_PER_WINDOW
+from kcl_mp.multilang.child import LineBudget, ProcessorChild
+from kcl_mp.multilang.child_stderr import LINES_PER_WINDOW
 from kcl_mp.errors import ProcessorExitedError, ProcessorStartError, ProcessorTimeoutError, ProtocolError
-from kcl_mp.lease import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
-from kcl_mp.wire import make_batch
+from kcl_mp.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
+from kcl_mp.multilang.wire import make_batch
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

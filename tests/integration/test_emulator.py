@@ -16,7 +16,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from kcl_mp.emulator import start_emulator
+from kcl_mp.embedded import start_emulator
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ from collections import Counter
 import boto3
 import pytest
 
-from kcl_mp.emulator import ensure_stream
-from kcl_mp.producer import produce
+from kcl_mp.embedded import ensure_stream
+from kcl_mp.devtools.producer import produce
 
 from .harness import RECORDER, BackgroundProducer, Daemon, base_properties, recorded, records_only, wait_until, write_properties
 

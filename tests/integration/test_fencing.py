@@ -27,10 +27,10 @@ import psutil
 import pytest
 
 from kcl_mp.config import load_config
-from kcl_mp.emulator import ensure_stream
-from kcl_mp.lease import Lease
-from kcl_mp.producer import produce
-from kcl_mp.supervisor import Supervisor
+from kcl_mp.embedded import ensure_stream
+from kcl_mp.leases.lease import Lease
+from kcl_mp.devtools.producer import produce
+from kcl_mp.supervisor.loop import Supervisor
 
 from .harness import (RECORDER, BackgroundProducer, Daemon, base_properties, recorded, records_only, wait_until,
                       stop_all, write_properties)

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.lease import SHARD_END, ExtendedSequenceNumber, Lease
-from kcl_mp.lease_table import OWNER_INDEX, LeaseTable
-from kcl_mp.wire import LEASE_MOVED
+from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
+
+from kcl_mp.leases.lease import Lease
+from kcl_mp.leases.table import OWNER_INDEX, LeaseTable
+from kcl_mp.multilang.wire import LEASE_MOVED
 
 REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "java_kcl_3.1.3_tables.json"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import kcl_mp
-from kcl_mp.conformance import load_scenarios
+from kcl_mp.cli.check_processor import load_scenarios
 
 pytestmark = pytest.mark.integration
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import boto3
 import pytest
 
-from kcl_mp.emulator import wait_active
-from kcl_mp.lease import Lease
-from kcl_mp.table_rows import read_items
+from kcl_mp.embedded import wait_active
+from kcl_mp.leases.lease import Lease
+from kcl_mp.leases.rows import read_items
 
 from .harness import (RECORDER, BackgroundProducer, Daemon, assert_java_rows_untouched, assert_takers_count_only_leases,
                       base_properties, put_java_rows, recorded, records_only, stop_all, wait_until,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.emulator import ensure_stream, free_port
+from kcl_mp.embedded import ensure_stream, free_port
 
 from .aws_stub import AwsStub
 from .harness import RECORDER, Daemon, base_properties, wait_until, write_properties

@@ -36,7 +36,7 @@ DATA_PLANE = {
     "dynamodb": {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Scan", "Query", "BatchGetItem", "BatchWriteItem"},
     "kinesis": {"GetRecords", "GetShardIterator", "PutRecord", "PutRecords"},
 }
-# Concurrent requests go to the emulator concurrently: kcl_mp.emulator_app linearizes
+# Concurrent requests go to the emulator concurrently: kcl_mp.embedded.app linearizes
 # DynamoDB's calls there (moto alone lets two conditional writes to one item both succeed).
 CONTENT_TYPE = {"dynamodb": "application/x-amz-json-1.0", "kinesis": "application/x-amz-json-1.1"}
 ACCOUNT = "000000000000"

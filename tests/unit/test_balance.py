@@ -1,5 +1,5 @@
 """Lease balancing: decision tables (balance_cases.json) for kcl-mp's rule and the Java
-rule, and invariants over simulated fleets (kcl_mp.simulation), random and hypothesis-made."""
+rule, and invariants over simulated fleets (kcl_mp.devtools.fleet_sim), random and hypothesis-made."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings as hyp_settings, strategies as st
 
-from kcl_mp import balance
+from kcl_mp.leases import balance
 from kcl_mp.config import LeaseSettings
-from kcl_mp.lease import ExtendedSequenceNumber, Lease
-from kcl_mp.simulation import Fleet
+from kcl_mp.sequence import ExtendedSequenceNumber
+from kcl_mp.leases.lease import Lease
+from kcl_mp.devtools.fleet_sim import Fleet
 
 CASES_PATH = Path(__file__).parent / "balance_cases.json"
 CASES = json.loads(CASES_PATH.read_text())

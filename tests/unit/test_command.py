@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.command import resolve_command
+from kcl_mp.multilang.command import resolve_command
 from kcl_mp.errors import ProcessorStartError
 
 

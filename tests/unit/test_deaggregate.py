@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 
 from aws_kinesis_agg.aggregator import RecordAggregator
 
-from kcl_mp.deaggregate import user_records
-from kcl_mp.lease import ExtendedSequenceNumber
+from kcl_mp.retrieval.deaggregate import user_records
+from kcl_mp.sequence import ExtendedSequenceNumber
 
 T = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)
 

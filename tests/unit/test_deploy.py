@@ -133,15 +133,15 @@ def test_the_kubernetes_manifests_load_with_the_probes_and_grace_the_docs_state(
 
 SERVICES = ("kinesis", "dynamodb", "cloudwatch", "sts")
 CLIENTS = {"kinesis", "client", "cloudwatch", "sts", "dynamodb"}  # names the code gives its boto3 clients
-TOOLING = {"emulator", "producer"}  # the demo's and the tests' stream setup and producer, not a host's
+TOOLING = {"embedded", "devtools.producer"}  # the demo's and the tests' stream setup and producer, not a host's
 # module -> the policies whose feature runs it
 FEATURES = {
-    "lease_table": ("polling", "fanout"),
-    "shard_sync_io": ("polling", "fanout"),
-    "fetcher": ("polling",),
-    "fanout": ("fanout",),
-    "metrics_process": ("cloudwatch",),
-    "credentials": ("assume-role",),
+    "leases.table": ("polling", "fanout"),
+    "leases.shard_syncer": ("polling", "fanout"),
+    "retrieval.polling": ("polling",),
+    "retrieval.fanout": ("fanout",),
+    "metrics.process": ("cloudwatch",),
+    "aws.clients": ("assume-role",),
 }
 
 
@@ -153,7 +153,8 @@ def api_calls() -> dict[str, set[str]]:
         for name in session.get_service_model(service).operation_names:
             operations.setdefault(xform_name(name), []).append(f"{service}:{name}")
     found: dict[str, set[str]] = {}
-    for path in sorted((ROOT / "kcl_mp").glob("*.py")):
+    for path in sorted((ROOT / "kcl_mp").rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT / "kcl_mp").with_suffix("").parts).removesuffix(".__init__")
         for node in ast.walk(ast.parse(path.read_text())):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
@@ -163,7 +164,7 @@ def api_calls() -> dict[str, set[str]]:
                 continue
             actions = [a for a in operations[node.func.attr] if name not in SERVICES or a.startswith(name + ":")]
             assert len(actions) == 1, f"{path.name}:{node.lineno}: which service is {name}.{node.func.attr}? {actions}"
-            found.setdefault(path.stem, set()).add(actions[0])
+            found.setdefault(module, set()).add(actions[0])
     return found
 
 
@@ -180,7 +181,7 @@ def policy_actions(name: str) -> set[str]:
 def test_the_code_calls_aws_only_from_the_modules_the_policies_cover():
     calls = api_calls()
     assert set(calls) - TOOLING == set(FEATURES), "a module calls AWS: give it a feature (and a policy) here"
-    assert "kinesis:GetRecords" in calls["fetcher"] and "kinesis:SubscribeToShard" in calls["fanout"]
+    assert "kinesis:GetRecords" in calls["retrieval.polling"] and "kinesis:SubscribeToShard" in calls["retrieval.fanout"]
 
 
 @pytest.mark.parametrize("policy", sorted({p for features in FEATURES.values() for p in features}))

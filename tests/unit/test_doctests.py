@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "kcl_mp"
-WITH_EXAMPLES = sorted(path.stem for path in PACKAGE.glob("*.py") if ">>>" in path.read_text())
+WITH_EXAMPLES = sorted(".".join(path.relative_to(PACKAGE).with_suffix("").parts) for path in PACKAGE.rglob("*.py")
+                       if "processors" not in path.parts and ">>>" in path.read_text())
 
 
 def test_the_examples_are_found():
-    assert {"backoff", "exits", "shard_sync", "wire"} <= set(WITH_EXAMPLES)
+    assert {"backoff", "supervisor.restart_policy", "leases.shard_sync", "multilang.wire"} <= set(WITH_EXAMPLES)
 
 
 @pytest.mark.parametrize("module", WITH_EXAMPLES)

@@ -1,4 +1,4 @@
-"""The decision table of kcl_mp/exits.py: what happens when a shard worker has gone."""
+"""The decision table of kcl_mp/supervisor/restart_policy.py: what happens when a shard worker has gone."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 import pytest
 
 from kcl_mp.config import ProcessorSettings
-from kcl_mp.exits import HEALTHY_AFTER_S, Gone, after_exit
+from kcl_mp.supervisor.restart_policy import HEALTHY_AFTER_S, Gone, after_exit
 
 RESTART = ProcessorSettings(command=("p",), max_restarts=3)
 EXIT = ProcessorSettings(command=("p",), max_restarts=3, on_failure="EXIT")

@@ -14,9 +14,9 @@ import random
 from botocore.exceptions import ClientError
 
 from kcl_mp.config import InitialPosition, RetrievalSettings
-from kcl_mp.fanout import FanOutFetcher
-from kcl_mp.fetcher import Fetched, ShardEnded
-from kcl_mp.lease import ExtendedSequenceNumber
+from kcl_mp.retrieval.fanout import FanOutFetcher
+from kcl_mp.retrieval.polling import Fetched, ShardEnded
+from kcl_mp.sequence import ExtendedSequenceNumber
 
 
 def _record(seq: str) -> dict:

@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from kcl_mp.producer import Put
+from kcl_mp.devtools.producer import Put
 from tests.integration.fault_judge import TOLERANCE_S, judge
 from tests.integration.fault_run import Facts
 

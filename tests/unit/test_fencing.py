@@ -1,10 +1,10 @@
-"""The decision table of kcl_mp/fencing.py: may a shard's records reach its processor now?"""
+"""The decision table of kcl_mp/leases/fencing.py: may a shard's records reach its processor now?"""
 
 from __future__ import annotations
 
 import pytest
 
-from kcl_mp.fencing import Hold, checkpoint_wait_s, margin_s
+from kcl_mp.leases.fencing import Hold, checkpoint_wait_s, margin_s
 
 MARGINS = [
     # (comment, failoverTimeMillis in s, expected margin)

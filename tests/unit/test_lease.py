@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.lease import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber, Lease, is_valid_sequence_number
+from kcl_mp.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber, is_valid_sequence_number
+
+from kcl_mp.leases.lease import Lease
 
 REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "java_kcl_3.1.3_tables.json"
 

@@ -1,7 +1,9 @@
 """``kcl-mp leases``: the report from two scans (pure)."""
 
-from kcl_mp.lease import ExtendedSequenceNumber, Lease
-from kcl_mp.lease_report import render, summarize
+from kcl_mp.sequence import ExtendedSequenceNumber
+
+from kcl_mp.leases.lease import Lease
+from kcl_mp.cli.leases import render, summarize
 
 
 def test_report_counts_workers_spread_and_states() -> None:
@@ -43,8 +45,8 @@ def test_a_child_waiting_for_its_parents_says_so() -> None:
 
 
 def test_changes_between_two_views_name_what_moved():
-    from kcl_mp.lease import ExtendedSequenceNumber
-    from kcl_mp.lease_report import changes, report
+    from kcl_mp.sequence import ExtendedSequenceNumber
+    from kcl_mp.cli.leases import changes, report
 
     before = report("app", [Lease("a", owner="w1", counter=1), Lease("b", owner="w1", counter=1),
                             Lease("c", owner="w2", counter=1, checkpoint=ExtendedSequenceNumber("5")),
@@ -64,7 +66,7 @@ def test_rows_that_are_not_leases_are_listed_apart_and_never_counted():
     from dataclasses import asdict
     from pathlib import Path
 
-    from kcl_mp.table_rows import read_items
+    from kcl_mp.leases.rows import read_items
 
     java = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "java_kcl_3.5_rows.json").read_text())
     found = read_items([*java["rows"], java["lease"], Lease("shardId-000000000001", "A", 3).to_item()])

@@ -1,8 +1,8 @@
 """/metrics shows a per-lease gauge that only the shard workers measure (checkpoint age) with
 its last sample while the lease is held; the supervisor's own view wins where it has one."""
 
-from kcl_mp.metrics import Recorder
-from kcl_mp.metrics_process import Exporter
+from kcl_mp.metrics.catalogue import Recorder
+from kcl_mp.metrics.process import Exporter
 
 from .test_metrics import _Config, _scrape
 

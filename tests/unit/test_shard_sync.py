@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from kcl_mp.config import InitialPosition
-from kcl_mp.lease import ExtendedSequenceNumber, Lease
-from kcl_mp.shard_sync import (
+from kcl_mp.sequence import ExtendedSequenceNumber
+from kcl_mp.leases.lease import Lease
+from kcl_mp.leases.shard_sync import (
     MAX_HASH_KEY,
     Shard,
     audit,

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.lease import ExtendedSequenceNumber, Lease, not_a_lease
-from kcl_mp.table_rows import CoordinatorState, LeaderLock, StateChange, WorkerMetrics, read_items
+from kcl_mp.sequence import ExtendedSequenceNumber
+
+from kcl_mp.leases.lease import Lease, not_a_lease
+from kcl_mp.leases.rows import CoordinatorState, LeaderLock, StateChange, WorkerMetrics, read_items
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "java_kcl_3.5_rows.json"
 JAVA = json.loads(FIXTURE.read_text())

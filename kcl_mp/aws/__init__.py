@@ -1,0 +1,1 @@
+"""The only code that knows boto3 and botocore: clients, credentials, and AWS errors as ours."""

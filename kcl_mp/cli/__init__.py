@@ -1,0 +1,169 @@
+"""``kcl-mp``: the command line.
+
+    kcl-mp --properties app.properties            run a worker (as the Java MultiLangDaemon)
+    kcl-mp app.properties                         the same, positional (as the kclpy helper)
+    kcl-mp -p app.properties --embedded           on a local moto server, no AWS account
+    kcl-mp leases -p app.properties [--json]      the lease table: per worker, per lease
+    kcl-mp check-processor -- CMD ARGS            the multilang conformance kit, on any processor
+    kcl-mp --version
+
+Accepts the Java daemon's spellings (``--properties-file``, ``-p``, a positional file,
+``-l/--log-configuration`` which is ignored with a warning). Exit status: 0 after a
+graceful stop (a SIGTERM or SIGINT during start-up included), 1 for a configuration error,
+a start-up error (DynamoDB or Kinesis unreachable or refusing, no such stream or consumer:
+the line says which) or a processor that cannot start, 2 for a command-line error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Sequence
+
+from kcl_mp import __version__, logs
+from kcl_mp.config import Config, load_config
+from kcl_mp.errors import ConfigError, KclMpError
+
+log = logging.getLogger("kcl_mp.cli")
+
+# The sub-commands, one line each for --help; each has its own --help with examples.
+COMMANDS = (
+    ("(none)", "run a worker, as the Java MultiLangDaemon: kcl-mp --properties app.properties"),
+    ("leases", "the lease table, per worker and per lease: kcl-mp leases -p app.properties"),
+    ("check-processor", "the multilang conformance kit on a processor: kcl-mp check-processor -- CMD ARGS"),
+)
+EXAMPLES = """\
+examples:
+  kcl-mp --properties app.properties
+  kcl-mp -p app.properties --embedded --progress 2      # on a local moto server, no AWS account
+  kcl-mp -p app.properties --metrics-port 9464 --log-format json --set workerId=$HOSTNAME"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    commands = "\n".join(f"  {name:<17} {line}" for name, line in COMMANDS)
+    p = argparse.ArgumentParser(
+        prog="kcl-mp",
+        usage="kcl-mp [--properties FILE | FILE] [options]\n"
+              "       kcl-mp leases --properties FILE [--json] [--watch [SECONDS]]\n"
+              "       kcl-mp check-processor [options] -- COMMAND [ARGS...]",
+        description="A KCL MultiLangDaemon in Python: the same properties file, lease table and processors.\n\n"
+                    f"commands:\n{commands}\n  'kcl-mp COMMAND --help' shows a command's options and examples.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"kcl-mp {__version__}")
+    p.add_argument("file", nargs="?", help="the properties file (same as --properties)")
+    p.add_argument("--properties", "--properties-file", "-p", dest="properties", metavar="FILE",
+                   help="the MultiLangDaemon properties file")
+    p.add_argument("-l", "--log-configuration", metavar="LOGBACK_XML",
+                   help="accepted for compatibility with the Java daemon and ignored")
+    p.add_argument("--log-level", default=os.environ.get("KCL_MP_LOG_LEVEL", "INFO"),
+                   help="DEBUG, INFO, WARNING, ERROR (default: $KCL_MP_LOG_LEVEL or INFO)")
+    p.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("KCL_MP_LOG_FORMAT", "text"),
+                   help="text, or json: one object a line (default: $KCL_MP_LOG_FORMAT or text)")
+    p.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve Prometheus /metrics and /healthz on PORT (same as --set kclmp.metricsPort=PORT)")
+    p.add_argument("--metrics-address", metavar="ADDRESS",
+                   help="the address --metrics-port listens on (default 0.0.0.0; kclmp.metricsAddress)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a properties key (repeatable)")
+    p.add_argument("--progress", type=float, metavar="SECONDS",
+                   help="print the live view (records/s per shard, last checkpoint) to stdout every SECONDS")
+    g = p.add_argument_group("embedded local default (no AWS account)")
+    g.add_argument("--embedded", action="store_true",
+                   help="start a moto server on 127.0.0.1, point Kinesis and DynamoDB at it, create the stream")
+    g.add_argument("--embedded-port", type=int, metavar="PORT", help="port for the embedded server (default: free)")
+    g.add_argument("--embedded-shards", type=int, default=4, metavar="N",
+                   help="shards of the stream the embedded mode creates when it is missing (default 4)")
+    return p
+
+
+def _overrides(pairs: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["leases"]:
+        from kcl_mp.cli import leases
+
+        logs.setup(os.environ.get("KCL_MP_LOG_LEVEL", "WARNING"), "text")
+        return leases.main(argv[1:])
+    if argv[:1] == ["check-processor"]:
+        from kcl_mp.cli import check_processor
+
+        logs.setup(os.environ.get("KCL_MP_LOG_LEVEL", "WARNING"), "text")
+        return check_processor.main(argv[1:])
+    args = _parser().parse_args(argv)
+    logs.setup(args.log_level, args.log_format)
+    path = args.properties or args.file
+    if args.properties and args.file:
+        log.warning("both --properties %s and %s given; using --properties", args.properties, args.file)
+    if not path:
+        print("kcl-mp: error: no properties file; use --properties FILE", file=sys.stderr)
+        return 2
+    if args.log_configuration:
+        log.warning("-l/--log-configuration %s ignored: kcl-mp logs with --log-level/--log-format",
+                    args.log_configuration)
+    emulator = None
+    try:
+        overrides = _overrides(args.set)
+        if args.metrics_port is not None:
+            overrides["kclmp.metricsPort"] = str(args.metrics_port)
+        if args.metrics_address:
+            overrides["kclmp.metricsAddress"] = args.metrics_address
+        if args.embedded:
+            from kcl_mp import embedded
+
+            emulator = embedded.start_emulator(args.embedded_port)
+            log.info("embedded moto server at %s (its log: %s)", emulator.url, emulator.log_path)
+            overrides = {**embedded.embedded_overrides(emulator.url), **overrides}
+        config = load_config(path, overrides=overrides)
+        if emulator is not None:
+            from kcl_mp.aws.clients import client as aws_client
+
+            if embedded.ensure_stream(aws_client("kinesis", config.kinesis), config.stream_name, args.embedded_shards):
+                log.info("created stream %s with %d shards", config.stream_name, args.embedded_shards)
+        check_startable(config)
+        logs.setup(args.log_level, args.log_format, config.worker_id)
+        from kcl_mp.supervisor.loop import Supervisor
+
+        return Supervisor(config, args.log_level, args.log_format, args.progress).run()
+    except KclMpError as exc:
+        return fail(exc, json_logs=args.log_format == "json")
+    finally:
+        if emulator is not None:
+            emulator.stop()
+
+
+def fail(exc: KclMpError, json_logs: bool = False) -> int:
+    """Print a kcl-mp error for a person (a JSON log line with --log-format json); status 1."""
+    kind = "configuration error" if isinstance(exc, ConfigError) else "error"
+    if json_logs:
+        log.error("%s: %s", kind, exc)
+    else:
+        print(f"kcl-mp: {kind}: {exc}", file=sys.stderr)
+    return 1
+
+
+def check_startable(config: Config) -> None:
+    """Refuse, before any lease is taken, what cannot run: a processor executable that is missing."""
+    from kcl_mp.multilang.command import resolve_command
+    from kcl_mp.errors import ProcessorStartError
+
+    try:
+        resolve_command(config.processor.command, os.getcwd(), os.environ)
+    except ProcessorStartError as exc:
+        raise ConfigError(f"{config.source}: executableName: {exc}") from exc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""``kcl-mp leases``: the lease table as an operator wants to read it.
+
+    kcl-mp leases --properties app.properties [--json] [--wait SECONDS]
+    kcl-mp leases --properties app.properties --watch [SECONDS] [--count N]
+
+Leases per worker and the spread; each lease's owner, counter, checkpoint, parents and
+state. The table holds no timestamps, so (like a worker) the command times the counters
+itself: it scans twice, failoverTimeMillis apart by default, and calls a lease expired
+when its counter did not move for that long. ``--wait 0`` scans once and says that expiry
+was not measured. ``--watch`` redraws the view every few seconds for a person at a
+terminal, marking what changed since the last view (a new owner, a checkpoint that moved);
+expiry is measured once it has watched for failoverTimeMillis. Rows of the table that are
+not leases (KCL 3.5's leader lock, client version, table migration and worker metrics)
+are listed apart, never counted as leases (``others``, in JSON too). ``summarize`` and
+``changes`` are pure; ``main`` does the I/O.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Mapping, Sequence
+
+import orjson
+
+from kcl_mp.leases.balance import is_expired, observe
+from kcl_mp.config import Config, load_config
+from kcl_mp.aws.clients import client as aws_client
+from kcl_mp.errors import KclMpError
+from kcl_mp.leases.lease import Lease
+from kcl_mp.leases.table import LeaseTable
+from kcl_mp.leases.shard_sync import unfinished_parents
+from kcl_mp.leases.rows import OtherRow
+
+
+@dataclass(frozen=True)
+class LeaseRow:
+    key: str
+    owner: str | None
+    counter: int
+    checkpoint: str | None
+    parents: tuple[str, ...]
+    state: str  # held (maybe waiting for its parents), unowned, expired, finished (SHARD_END), handoff
+
+
+@dataclass(frozen=True)
+class OtherLine:
+    """A row that is not a lease: its key, its entityType, what it holds."""
+
+    key: str
+    entity_type: str | None
+    summary: str
+
+
+@dataclass(frozen=True)
+class Report:
+    table: str
+    watched_s: float  # 0: expiry not measured
+    workers: dict[str, int]  # owner -> active leases (expired ones excluded), most loaded first
+    spread: int | None
+    unowned: int
+    expired: int
+    finished: int
+    handoffs: int
+    leases: tuple[LeaseRow, ...]
+    others: tuple[OtherLine, ...] = ()
+
+
+def summarize(table: str, before: Sequence[Lease], after: Sequence[Lease], watched_s: float,
+              failover_s: float, others: Sequence[OtherRow] = ()) -> Report:
+    """One report from two scans ``watched_s`` apart (the same scan twice when 0)."""
+    counters = {lease.key: lease.counter for lease in before}
+    measured = watched_s >= failover_s
+    stale = {lease.key for lease in after if measured and counters.get(lease.key) == lease.counter}
+    return report(table, after, stale, watched_s if measured else 0.0, others)
+
+
+def report(table: str, leases: Sequence[Lease], expired: set[str], watched_s: float,
+           others: Sequence[OtherRow] = ()) -> Report:
+    """The report of one scan; ``expired``: owned leases whose counter stood still for
+    failoverTimeMillis (``watched_s`` 0: not measured); ``others``: its rows that are not leases."""
+    by_key = {lease.key: lease for lease in leases}
+    rows = []
+    for lease in sorted(leases, key=lambda item: item.key):
+        if lease.is_shard_end:
+            state = "finished"
+        elif not lease.owner:
+            state = "unowned"
+        elif lease.key in expired:
+            state = "expired"
+        elif lease.checkpoint_owner:
+            state = f"handoff {lease.checkpoint_owner} -> {lease.owner}"
+        elif unfinished_parents(lease, by_key):
+            state = "held, waits for its parents"
+        else:
+            state = "held"
+        rows.append(LeaseRow(lease.key, lease.owner, lease.counter,
+                             None if lease.checkpoint is None else str(lease.checkpoint),
+                             lease.parent_shard_ids, state))
+    counts = Counter(row.owner for row in rows if row.owner and row.state not in ("finished", "expired"))
+    workers = dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+    states = Counter("handoff" if row.state.startswith("handoff") else row.state for row in rows)
+    return Report(
+        table=table,
+        watched_s=watched_s,
+        workers=workers,
+        spread=(max(counts.values()) - min(counts.values())) if counts else None,
+        unowned=states["unowned"],
+        expired=states["expired"],
+        finished=states["finished"],
+        handoffs=states["handoff"],
+        leases=tuple(rows),
+        others=tuple(OtherLine(row.key, row.entity_type, row.summary())
+                     for row in sorted(others, key=lambda row: row.key)),
+    )
+
+
+def changes(before: Report | None, after: Report) -> dict[str, str]:
+    """What moved between two views, per lease: for the ``--watch`` display."""
+    if before is None:
+        return {}
+    rows = {row.key: row for row in before.leases}
+    out = {}
+    for row in after.leases:
+        old = rows.get(row.key)
+        if old is None:
+            out[row.key] = "new lease"
+        elif old.owner != row.owner:
+            out[row.key] = f"owner was {old.owner or '-'}"
+        elif old.state != row.state:
+            out[row.key] = f"was {old.state}"
+        elif old.checkpoint != row.checkpoint:
+            out[row.key] = "checkpointed"
+    for key in rows.keys() - {row.key for row in after.leases}:
+        out[key] = "deleted"
+    return out
+
+
+def render(report: Report, moved: Mapping[str, str] | None = None) -> str:
+    active = len(report.leases) - report.finished
+    spread = "-" if report.spread is None else str(report.spread)
+    lines = [f"lease table {report.table}: {len(report.leases)} leases ({active} active, {report.finished} "
+             f"finished) on {len(report.workers)} workers; spread {spread}"]
+    if report.workers:
+        lines.append(f"{'worker':<40} {'leases':>6}")
+        lines.extend(f"{owner:<40} {count:>6}" for owner, count in report.workers.items())
+    expired = str(report.expired) if report.watched_s else "not measured (--wait 0)"
+    lines.append(f"unowned: {report.unowned}   expired: {expired}   handoffs in progress: {report.handoffs}")
+    lines.append(f"{'lease':<28} {'owner':<28} {'counter':>8}  {'checkpoint':<28} {'parents':<28} state")
+    for row in report.leases:
+        note = f"   <- {moved[row.key]}" if moved and row.key in moved else ""
+        lines.append(f"{row.key:<28} {row.owner or '-':<28} {row.counter:>8}  {row.checkpoint or '-':<28} "
+                     f"{','.join(row.parents) or '-':<28} {row.state}{note}")
+    for key in sorted(k for k, why in (moved or {}).items() if why == "deleted"):
+        lines.append(f"{key:<28} (deleted since the last view)")
+    if report.others:
+        lines.append(f"{len(report.others)} rows that are not leases (left alone):")
+        lines.append(f"{'key':<28} {'entityType':<28} what")
+        lines.extend(f"{row.key:<28} {row.entity_type or '-':<28} {row.summary}" for row in report.others)
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(prog="kcl-mp leases", description="Show an application's lease table.",
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="examples:\n  kcl-mp leases -p app.properties\n"
+                                       "  kcl-mp leases -p app.properties --json --wait 0\n"
+                                       "  kcl-mp leases -p app.properties --watch 5")
+    p.add_argument("--properties", "--properties-file", "-p", dest="properties", metavar="FILE", required=True)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--wait", type=float, metavar="SECONDS",
+                   help="watch the counters this long to find expired leases (default: failoverTimeMillis; 0: do not)")
+    p.add_argument("--watch", type=float, nargs="?", const=2.0, metavar="SECONDS",
+                   help="redraw the view every SECONDS (default 2) until Ctrl-C, marking what changed")
+    p.add_argument("--count", type=int, metavar="N", help="with --watch: stop after N views")
+    args = p.parse_args(argv)
+    if args.watch is not None and args.watch <= 0:
+        p.error("--watch: the interval must be more than 0 seconds")
+    try:
+        config = load_config(args.properties)
+        table = LeaseTable(aws_client("dynamodb", config.dynamodb), config.lease.table_name)
+        if args.watch is not None:
+            return watch(config, table, args.watch, args.count, args.json)
+        failover_s = config.lease.failover_time_ms / 1000.0
+        wait_s = failover_s + 0.1 if args.wait is None else max(0.0, args.wait)
+        before = table.scan()
+        after = before
+        if wait_s > 0:
+            print(f"watching lease counters for {wait_s:.1f} s to find expired leases (--wait 0 skips this)",
+                  file=sys.stderr, flush=True)
+            time.sleep(wait_s)
+            after = table.scan()
+        shown = summarize(config.lease.table_name, before.leases, after.leases, wait_s, failover_s, after.others)
+    except KclMpError as exc:
+        from kcl_mp.cli import fail
+
+        return fail(exc)
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(asdict(shown), option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print(render(shown))
+    return 0
+
+
+def watch(config: Config, table: LeaseTable, every_s: float, count: int | None, as_json: bool) -> int:
+    """Redraw the view every ``every_s`` (clearing a terminal; one view after another
+    otherwise) until Ctrl-C or ``count`` views. A failed scan is shown and retried."""
+    failover_s = config.lease.failover_time_ms / 1000.0
+    clear = sys.stdout.isatty() and not as_json
+    observations: dict = {}
+    started = time.monotonic()
+    previous: Report | None = None
+    views = 0
+    try:
+        while count is None or views < count:  # ends with Ctrl-C, or after --count views
+            if views:
+                time.sleep(every_s)
+            views += 1
+            now = time.monotonic()
+            try:
+                found = table.scan()
+            except KclMpError as exc:
+                print(f"{datetime.now():%H:%M:%S} scan failed: {exc}; retrying in {every_s:.0f} s", flush=True)
+                continue
+            leases = found.leases
+            observations = observe(observations, leases, now)
+            watched = now - started
+            measured = watched >= failover_s
+            expired = {lease.key for lease in leases if lease.owner and measured
+                       and is_expired(lease, observations.get(lease.key), now, failover_s)}
+            current = report(config.lease.table_name, leases, expired, watched if measured else 0.0, found.others)
+            moved = changes(previous, current)
+            previous = current
+            if as_json:
+                sys.stdout.buffer.write(orjson.dumps({**asdict(current), "changes": moved}) + b"\n")
+                sys.stdout.flush()
+                continue
+            header = (f"{datetime.now():%H:%M:%S}  every {every_s:g} s, Ctrl-C to stop"
+                      + ("" if measured else f"  (expiry measured after {failover_s:.0f} s of watching)"))
+            print(("\x1b[H\x1b[2J" if clear else "\n") + header + "\n" + render(current, moved), flush=True)
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,442 @@
+"""Every properties key the Java MultiLangDaemon accepts, each declared once (CONFIG.md).
+
+A ``Key`` carries its parser, default, one-line doc and the ``Config`` field it feeds
+(``"lease.failover_time_ms"``: section ``lease``, field ``failover_time_ms``; an empty
+field means ``load_config`` combines it with other keys). Keys that kcl-mp accepts for
+compatibility but does not use carry an ``ignored`` reason instead; ``notice`` says
+whether ignoring it changes behaviour a user may count on (a warning) or only concerns
+Java internals (an info line).
+
+Key matching follows the Java daemon: names are case-sensitive, except the
+``AwsCredentialsProvider`` prefix of the three credential keys, which 3.x lower-cases
+(``AWSCredentialsProvider``, ``awscredentialsprovider`` are the same key). Aliases are
+other spellings of the same setting (``pollingConfig.maxRecords``, ``workerIdentifier``).
+
+Parsers take the value with surrounding blanks removed and raise ``ValueError("expected
+...")``; ``load_config`` adds key, value, file and line. They are stricter than Java on
+purpose: Java turns an unparsable number into 0 and an unknown boolean into false, both
+of which then silently mean "keep the default" (CONFIG.md section 3).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kcl_mp.config import CredentialProvider
+
+Parser = Callable[[str], Any]
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+
+# --- parsers ---------------------------------------------------------------------------
+
+
+def integer(lo: int, hi: int = LONG_MAX) -> Parser:
+    expected = f"expected an integer between {lo} and {hi}" if hi != LONG_MAX else f"expected an integer >= {lo}"
+
+    def parse(text: str) -> int:
+        if not re.fullmatch(r"[+-]?\d+", text) or not lo <= int(text) <= hi:
+            raise ValueError(expected)
+        return int(text)
+
+    return parse
+
+
+def decimal(lo: float) -> Parser:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"expected a number >= {lo:g}") from None
+        if not value >= lo:
+            raise ValueError(f"expected a number >= {lo:g}")
+        return value
+
+    return parse
+
+
+_TRUE = {"true", "yes", "y", "on", "1"}
+_FALSE = {"false", "no", "n", "off", "0"}
+
+
+def boolean(text: str) -> bool:
+    """Java's spellings; anything else is an error here (Java reads it as false)."""
+    if text.lower() in _TRUE:
+        return True
+    if text.lower() in _FALSE:
+        return False
+    raise ValueError("expected true or false")
+
+
+def choice(*values: str) -> Parser:
+    """An enum, upper-cased before lookup as Java does (``trim_horizon`` works)."""
+
+    def parse(text: str) -> str:
+        if text.upper() not in values:
+            raise ValueError(f"expected one of {', '.join(values)}")
+        return text.upper()
+
+    return parse
+
+
+def text(value: str) -> str:
+    if not value:
+        raise ValueError("expected a non-empty value")
+    return value
+
+
+def url(value: str) -> str:
+    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", value):
+        raise ValueError("expected a URL with its scheme, like http://localhost:4566")
+    return value
+
+
+def region(value: str) -> str:
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", value):
+        raise ValueError("expected a region name like us-east-1")
+    return value
+
+
+_STREAM_ARN = re.compile(r"arn:aws[a-z-]*:kinesis:[a-z0-9-]+:\d{12}:stream/([A-Za-z0-9_.-]{1,128})")
+
+
+def stream_arn(value: str) -> str:
+    if not _STREAM_ARN.fullmatch(value):
+        raise ValueError("expected arn:aws:kinesis:<region>:<12-digit account>:stream/<name>")
+    return value
+
+
+def stream_name_of(arn: str) -> str:
+    match = _STREAM_ARN.fullmatch(arn)
+    assert match, arn
+    return match.group(1)
+
+
+def name_list(value: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in value.split(",") if part.strip())
+    if not names:
+        raise ValueError("expected a comma-separated list of names")
+    return names
+
+
+def dimension_list(value: str) -> tuple[str, ...]:
+    names = name_list(value)
+    known = ("ALL", "Operation", "ShardId", "WorkerIdentifier", "StreamId")
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ValueError(f"unknown dimension {', '.join(unknown)}; expected some of {', '.join(known)}")
+    return names
+
+
+def tags(value: str) -> tuple[tuple[str, str], ...]:
+    pairs = [part.strip().partition("=") for part in value.split(",") if part.strip()]
+    if not pairs or any(not k or not sep for k, sep, _ in pairs):
+        raise ValueError("expected key=value pairs separated by commas")
+    return tuple((k, v) for k, _, v in pairs)
+
+
+def duration(value: str) -> str:
+    if not re.fullmatch(r"P(?=\d|T\d)(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?", value.upper()):
+        raise ValueError("expected a non-negative ISO-8601 duration like PT12H or P1D")
+    return value.upper()
+
+
+# --- credential provider chains (CONFIG.md section 5) -----------------------------------
+
+CREDENTIAL_KEYS = ("AwsCredentialsProvider", "AwsCredentialsProviderDynamoDB", "AwsCredentialsProviderCloudWatch")
+_PREFIX = "awscredentialsprovider"
+_PACKAGES = (
+    "software.amazon.kinesis.multilang.auth.",
+    "software.amazon.awssdk.auth.credentials.",
+    "com.amazonaws.services.kinesis.multilang.auth.",
+    "com.amazonaws.auth.",
+)
+# Simple SDK v2 name -> (min, max) positional arguments.
+PROVIDERS: dict[str, tuple[int, int]] = {
+    "DefaultCredentialsProvider": (0, 0),
+    "EnvironmentVariableCredentialsProvider": (0, 0),
+    "SystemPropertyCredentialsProvider": (0, 0),
+    "ProfileCredentialsProvider": (0, 1),
+    "InstanceProfileCredentialsProvider": (0, 0),
+    "ContainerCredentialsProvider": (0, 0),
+    "WebIdentityTokenFileCredentialsProvider": (0, 0),
+    "AnonymousCredentialsProvider": (0, 0),
+    "StsAssumeRoleCredentialsProvider": (2, 2),
+}
+# KCL's own assume-role provider and SDK v1 (KCL 2.x) names, mapped to the names above.
+RENAMED = {
+    "KclStsAssumeRoleCredentialsProvider": "StsAssumeRoleCredentialsProvider",
+    "DefaultAWSCredentialsProviderChain": "DefaultCredentialsProvider",
+    "SystemPropertiesCredentialsProvider": "SystemPropertyCredentialsProvider",
+    "EC2ContainerCredentialsProviderWrapper": "ContainerCredentialsProvider",
+    "WebIdentityTokenCredentialsProvider": "WebIdentityTokenFileCredentialsProvider",
+    "STSAssumeRoleSessionCredentialsProvider": "StsAssumeRoleCredentialsProvider",
+    "KclSTSAssumeRoleSessionCredentialsProvider": "StsAssumeRoleCredentialsProvider",
+}
+V1_NAMES = frozenset(RENAMED) - {"KclStsAssumeRoleCredentialsProvider"}
+ASSUME_ROLE_NESTED = ("endpointRegion", "endpoint", "externalId")
+
+
+def canonical_credential_key(key: str) -> str | None:
+    """``AWSCredentialsProviderDynamoDB`` -> ``AwsCredentialsProviderDynamoDB``; None if not one."""
+    if key[: len(_PREFIX)].lower() != _PREFIX:
+        return None
+    canonical = "AwsCredentialsProvider" + key[len(_PREFIX) :]
+    return canonical if canonical in CREDENTIAL_KEYS else None
+
+
+def credential_chain(value: str) -> tuple[tuple[CredentialProvider, ...], tuple[str, ...]]:
+    """Parse ``Name|arg|k=v, Name2`` into providers, plus notes (v1 names, ignored nested keys).
+
+    Java skips names it cannot load; kcl-mp refuses them, since a misspelt provider would
+    otherwise fall through to a different identity. Messages never repeat the arguments.
+    """
+    providers: list[CredentialProvider] = []
+    notes: list[str] = []
+    for element in (part.strip() for part in value.split(",")):
+        if not element:
+            continue
+        name, *rest = (part.strip() for part in element.split("|"))
+        simple = name
+        for package in _PACKAGES:
+            if name.startswith(package):
+                simple = name[len(package) :]
+        if "." in simple:
+            raise ValueError(f"expected SDK credential provider names; {name} is a custom Java class, "
+                             "which kcl-mp cannot load")
+        if simple in V1_NAMES:
+            notes.append(f"{simple} is an SDK v1 name; using {RENAMED[simple]} (the Java 3.x daemon rejects it)")
+        simple = RENAMED.get(simple, simple)
+        if simple not in PROVIDERS:
+            close = difflib.get_close_matches(simple, [*PROVIDERS, *RENAMED], n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else f" (supported: {', '.join(PROVIDERS)})"
+            raise ValueError(f"expected credential provider names; unknown provider '{simple}'{hint}")
+        args = tuple(a for a in rest if "=" not in a)
+        nested = tuple((k.strip(), v.strip()) for k, _, v in (a.partition("=") for a in rest if "=" in a))
+        lo, hi = PROVIDERS[simple]
+        if not lo <= len(args) <= hi:
+            usage = "|<roleArn>|<sessionName>" if lo == 2 else "|<profile>" if hi else " without arguments"
+            raise ValueError(f"expected {simple}{usage}")
+        if simple == "StsAssumeRoleCredentialsProvider":
+            if not args[0].startswith("arn:"):
+                raise ValueError(f"expected {simple}|<roleArn>|<sessionName> with a role ARN (arn:aws:iam::...)")
+            for k, _ in nested:
+                if k not in ASSUME_ROLE_NESTED:
+                    notes.append(f"{simple}: nested argument '{k}' is not used (only {', '.join(ASSUME_ROLE_NESTED)})")
+            nested = tuple((k, v) for k, v in nested if k in ASSUME_ROLE_NESTED)
+        elif nested:
+            notes.append(f"{simple}: nested arguments are not used")
+            nested = ()
+        providers.append(CredentialProvider(simple, args, nested))
+    if not providers:
+        raise ValueError("expected at least one credential provider, e.g. DefaultCredentialsProvider")
+    return tuple(providers), tuple(notes)
+
+
+# --- the keys ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    parse: Parser
+    default: Any
+    doc: str
+    field: str = ""  # "section.field" of Config; "" when load_config combines it with others
+    aliases: tuple[str, ...] = ()
+    ignored: str | None = None  # why kcl-mp accepts but does not use it
+    notice: bool = False  # ignoring it changes behaviour a user may count on: warn
+
+
+def _k(name: str, parse: Parser, default: Any, doc: str, field: str = "", *aliases: str) -> Key:
+    return Key(name, parse, default, doc, field, aliases)
+
+
+def _ignored(name: str, parse: Parser, doc: str, reason: str, *aliases: str, notice: bool = False) -> Key:
+    return Key(name, parse, None, doc, "", aliases, reason, notice)
+
+
+_KCL3 = "KCL 3.x lease assignment by worker load; kcl-mp takes leases 2.x-style"
+_JAVA = "Java daemon internals (thread pools, SDK wiring) with no kcl-mp equivalent"
+_POLL = "pollingConfig."
+_FAN = "fanoutConfig."
+_KCLMP = "kclmp."
+
+KEYS: tuple[Key, ...] = (
+    # daemon, stream, identity
+    _k("executableName", text, None, "the processor command line, split on spaces (required)"),
+    _k("applicationName", text, None, "application: lease table name, metrics namespace (required)"),
+    _k("streamName", text, None, "the stream (required unless streamArn)"),
+    _k("streamArn", stream_arn, None, "the stream by ARN; its name overrides streamName", "top.stream_arn"),
+    _k("tableName", text, None, "DynamoDB lease table (default: applicationName)"),
+    _k("workerId", text, None, "this worker's lease owner id (default: a random UUID)", "", "workerIdentifier"),
+    _k("processingLanguage", text, None, "informational, logged only", "processor.processing_language"),
+    _k("timeoutInSeconds", integer(1, INT_MAX), None, "max wait for each processor reply (default: forever)",
+       "processor.timeout_s"),
+    _k("shutdownGraceMillis", integer(0), 20000, "wait for processors to checkpoint on SIGTERM (Java: 0)",
+       "processor.shutdown_grace_ms"),
+    # credentials, region, endpoints
+    _k("AwsCredentialsProvider", credential_chain, None, "credential provider chain (Kinesis, and the default)"),
+    _k("AwsCredentialsProviderDynamoDB", credential_chain, None, "credential chain for DynamoDB"),
+    _k("AwsCredentialsProviderCloudWatch", credential_chain, None, "credential chain for CloudWatch"),
+    _k("regionName", region, None, "region of all clients (default: AWS_REGION / profile)"),
+    _k("kinesisClient.region", region, None, "Kinesis client region (over regionName)"),
+    _k("dynamoDbClient.region", region, None, "DynamoDB client region (over regionName)"),
+    _k("cloudWatchClient.region", region, None, "CloudWatch client region (over regionName)"),
+    _k("kinesisEndpoint", url, None, "Kinesis endpoint override", "", "kinesisClient.endpointOverride"),
+    _k("dynamoDBEndpoint", url, None, "DynamoDB endpoint override", "", "dynamoDbClient.endpointOverride"),
+    _k("cloudWatchClient.endpointOverride", url, None, "CloudWatch endpoint override"),
+    # initial position and retrieval
+    _k("initialPositionInStream", choice("LATEST", "TRIM_HORIZON", "AT_TIMESTAMP"), "LATEST",
+       "where a shard without checkpoint starts (AT_TIMESTAMP needs the next key)"),
+    _k("initialPositionInStreamExtended", integer(0), None, "AT_TIMESTAMP at these seconds since the epoch"),
+    _k("retrievalMode", choice("DEFAULT", "POLLING", "FANOUT"), "DEFAULT",
+       "DEFAULT: polling if a polling key is set, else fan-out"),
+    _k("maxRecords", integer(1, 10000), 10000, "records per GetRecords", "retrieval.max_records",
+       _POLL + "maxRecords"),
+    _k("idleTimeBetweenReadsInMillis", integer(0), 1500, "pause between GetRecords (min 200)",
+       "retrieval.idle_time_between_reads_ms", _POLL + "idleTimeBetweenReadsInMillis"),
+    _k("millisBehindLatestThresholdForReducedTps", integer(0), 0, "near the tip, poll less (0: off)",
+       "retrieval.millis_behind_latest_threshold_for_reduced_tps_ms", _POLL + "millisBehindLatestThresholdForReducedTps"),
+    _ignored("retryGetRecordsInSeconds", integer(1, INT_MAX), "parallel GetRecords retry after this wait", _JAVA,
+             _POLL + "retryGetRecordsInSeconds"),
+    _ignored("maxGetRecordsThreadPool", integer(1, INT_MAX), "threads for those retries", _JAVA,
+             _POLL + "maxGetRecordsThreadPool"),
+    _k("callProcessRecordsEvenForEmptyRecordList", boolean, False, "send processRecords with no records",
+       "retrieval.call_process_records_even_for_empty_record_list"),
+    _k(_FAN + "consumerArn", text, None, "registered enhanced fan-out consumer", "retrieval.consumer_arn"),
+    _k(_FAN + "consumerName", text, None, "fan-out consumer name (default: applicationName)",
+       "retrieval.consumer_name"),
+    _ignored(_FAN + "maxDescribeStreamSummaryRetries", integer(1, INT_MAX), "fan-out setup retries", _JAVA),
+    _ignored(_FAN + "maxDescribeStreamConsumerRetries", integer(1, INT_MAX), "fan-out setup retries", _JAVA),
+    _ignored(_FAN + "registerStreamConsumerRetries", integer(1, INT_MAX), "fan-out setup retries", _JAVA),
+    _ignored(_FAN + "retryBackoffMillis", integer(0), "fan-out setup backoff", _JAVA),
+    # leases and shard sync
+    _k("failoverTimeMillis", integer(1000), 10000, "lease duration", "lease.failover_time_ms"),
+    _k("maxLeasesForWorker", integer(1, INT_MAX), INT_MAX, "cap on leases held", "lease.max_leases_for_worker"),
+    _k("maxLeaseRenewalThreads", integer(1, INT_MAX), 20, "held leases renewed at once (threads per round)",
+       "lease.max_lease_renewal_threads"),
+    _k("maxLeasesToStealAtOneTime", integer(1, INT_MAX), 1, "leases stolen per round",
+       "lease.max_leases_to_steal_at_one_time"),
+    _k("cleanupLeasesUponShardCompletion", boolean, True, "delete finished shards' leases (false honoured)",
+       "lease.cleanup_leases_upon_shard_completion"),
+    _k("ignoreUnexpectedChildShards", boolean, False, "skip children whose parents have no lease",
+       "lease.ignore_unexpected_child_shards"),
+    _k("shardSyncIntervalMillis", integer(1), 60000, "ListShards -> new leases period", "lease.shard_sync_interval_ms"),
+    _k("enablePriorityLeaseAssignment", boolean, True, "take long-expired leases first",
+       "lease.enable_priority_lease_assignment"),
+    _k("isGracefulLeaseHandoffEnabled", boolean, True, "shutdownRequested before handing a lease over",
+       "lease.graceful_lease_handoff_enabled"),
+    _k("gracefulLeaseHandoffTimeoutMillis", integer(0), 30000, "max wait for that",
+       "lease.graceful_lease_handoff_timeout_ms"),
+    _k("listShardsBackoffTimeInMillis", integer(0), 1500, "backoff between ListShards retries",
+       "lease.list_shards_backoff_ms"),
+    _k("maxListShardsRetryAttempts", integer(1, INT_MAX), 50, "ListShards retries",
+       "lease.max_list_shards_retry_attempts"),
+    _k("leaseTableDeletionProtectionEnabled", boolean, False, "deletion protection on a new lease table",
+       "lease.deletion_protection_enabled"),
+    _k("leaseTablePitrEnabled", boolean, False, "point-in-time recovery on a new lease table", "lease.pitr_enabled"),
+    _k("skipShardSyncAtWorkerInitializationIfLeasesExist", boolean, False, "no start-up sync if leases exist",
+       "lease.skip_shard_sync_at_startup_if_leases_exist"),
+    _k("parentShardPollIntervalMillis", integer(1), 10000, "child shard waits for parents this often",
+       "lease.parent_shard_poll_interval_ms"),
+    _k("taskBackoffTimeMillis", integer(0), 500, "backoff after a failed task", "lease.task_backoff_ms"),
+    _k("clientVersionConfig", choice("CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X",
+                                     "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1"),
+       "CLIENT_VERSION_CONFIG_3X", "KCL 3.x or 2.x-compatible fleet mode", "top.client_version_config"),
+    _ignored("leaseAssignmentIntervalMillis", integer(1), "KCL 3 assignment period", _KCL3, notice=True),
+    _ignored("initialLeaseTableReadCapacity", integer(1, INT_MAX), "provisioned capacity",
+             "the lease table is created PAY_PER_REQUEST, as by the Java daemon"),
+    _ignored("initialLeaseTableWriteCapacity", integer(1, INT_MAX), "provisioned capacity",
+             "the lease table is created PAY_PER_REQUEST, as by the Java daemon"),
+    _ignored("leaseTableScanTotalSegments", integer(1, INT_MAX), "parallel scan segments", _JAVA),
+    _ignored("schedulerInitializationBackoffTimeMillis", integer(0), "start-up retry backoff", _JAVA),
+    _ignored("shardPrioritization", text, "shard order", "not settable from text in Java either"),
+    _ignored("migrateAllEntitiesToLeaseTable", boolean, "KCL 3.5 table layout", _KCL3, notice=True),
+    _ignored("tableMigrationCompleteBakeTimeSeconds", integer(0), "KCL 3.5 migration", _KCL3),
+    _ignored("logWarningForTaskAfterMillis", integer(0), "slow task warning", _JAVA),
+    _ignored("maxActiveThreads", integer(-INT_MAX - 1, INT_MAX), "Java child I/O thread pool", _JAVA),
+    _ignored("validateSequenceNumberBeforeCheckpointing", boolean, "1.x feature",
+             "ignored by the Java 2.x/3.x daemons too"),
+    # metrics
+    _k("metricsLevel", choice("NONE", "SUMMARY", "DETAILED"), "DETAILED", "CloudWatch metrics level",
+       "metrics.level"),
+    _k("metricsBufferTimeMillis", integer(1), 10000, "max metrics buffering", "metrics.buffer_time_ms"),
+    _k("metricsMaxQueueSize", integer(1, INT_MAX), 10000, "max buffered metrics", "metrics.max_queue_size"),
+    _k("metricsEnabledDimensions", dimension_list, ("ALL",), "dimensions kept (Operation always)",
+       "metrics.enabled_dimensions"),
+    # KCL 3.x tables and load balancing (CONFIG.md section 13)
+    *(
+        _ignored(prefix + suffix, parse, "KCL 3.x " + prefix + " table", _KCL3)
+        for prefix in ("coordinatorState", "workerMetrics")
+        for suffix, parse in (
+            ("TableName", text), ("BillingMode", choice("PAY_PER_REQUEST", "PROVISIONED")),
+            ("ReadCapacity", integer(1)), ("WriteCapacity", integer(1)),
+            ("PointInTimeRecoveryEnabled", boolean), ("DeletionProtectionEnabled", boolean), ("Tags", tags),
+        )
+    ),
+    _ignored("inMemoryWorkerMetricsCaptureFrequencyMillis", integer(1), "CPU sampling period", _KCL3),
+    _ignored("workerMetricsReporterFreqInMillis", integer(1), "worker metrics write period", _KCL3),
+    _ignored("noOfPersistedMetricsPerWorkerMetrics", integer(1, INT_MAX), "worker metrics history", _KCL3),
+    _ignored("disableWorkerMetrics", boolean, "throughput-only balancing", _KCL3),
+    _ignored("maxThroughputPerHostKBps", decimal(0), "per-worker throughput cap", _KCL3, notice=True),
+    _ignored("dampeningPercentage", integer(1, 100), "share of excess load moved", _KCL3, notice=True),
+    _ignored("reBalanceThresholdPercentage", integer(1, 100), "allowed deviation", _KCL3, notice=True),
+    _ignored("allowThroughputOvershoot", boolean, "overshoot allowed", _KCL3),
+    _ignored("varianceBalancingFrequency", integer(1, INT_MAX), "rebalance period", _KCL3),
+    _ignored("workerMetricsEMAAlpha", decimal(0), "smoothing factor", _KCL3),
+    _ignored("staleWorkerMetricsEntryCleanupDuration", duration, "stale entry cleanup", _KCL3),
+    # kcl-mp's own keys: the Java daemon has no equivalent (it exits on any processor failure)
+    _k(_KCLMP + "processorFailure", choice("RESTART", "EXIT"), "RESTART",
+       "RESTART: a failed processor costs only its shard; EXIT: stop the host with status 1, as Java does",
+       "processor.on_failure"),
+    _k(_KCLMP + "processorMaxRestarts", integer(1, 1000), 5,
+       "failures in a row before the lease is released so another host can try", "processor.max_restarts"),
+    _k(_KCLMP + "processorMemoryLimitMB", integer(0), 0, "restart a processor whose RSS exceeds this (0: off)",
+       "processor.memory_limit_mb"),
+    _k(_KCLMP + "processorStderrLinesPer10s", integer(0, INT_MAX), 10000,
+       "a processor's stderr lines logged per 10 s; the rest counted and reported (0: no limit)",
+       "processor.stderr_lines_per_10s"),
+    _k(_KCLMP + "metricsPort", integer(0, 65535), None,
+       "serve Prometheus /metrics and /healthz on this port (0: any free port; unset: off)", "metrics.port"),
+    _k(_KCLMP + "metricsAddress", text, "0.0.0.0", "the address that port listens on", "metrics.address"),
+)
+
+# Any of these set to a non-zero value makes retrievalMode DEFAULT mean polling (section 9).
+POLLING_KEYS = ("maxRecords", "idleTimeBetweenReadsInMillis", "millisBehindLatestThresholdForReducedTps",
+                "retryGetRecordsInSeconds", "maxGetRecordsThreadPool")
+CLIENT_PREFIXES = ("kinesisClient.", "dynamoDbClient.", "cloudWatchClient.")
+_BY_NAME: dict[str, Key] = {}
+for _key in KEYS:
+    for _name in (_key.name, *_key.aliases):
+        assert _name not in _BY_NAME, _name
+        _BY_NAME[_name] = _key
+
+
+def lookup(name: str) -> Key | None:
+    """The key a properties name refers to, following Java's matching rules."""
+    return _BY_NAME.get(canonical_credential_key(name) or name)
+
+
+def client_builder_key(name: str) -> bool:
+    """``kinesisClient.<setting>`` other than region/endpointOverride: accepted, not used."""
+    return name.startswith(CLIENT_PREFIXES) and name not in _BY_NAME
+
+
+def suggest(name: str) -> str | None:
+    """The closest declared name, for a 'did you mean' hint."""
+    if _FAN + name in _BY_NAME:
+        return _FAN + name
+    lowered = {n.lower(): n for n in _BY_NAME}
+    if name.lower() in lowered:
+        return lowered[name.lower()]
+    # A known key inside the name ("leaseTableName" -> "tableName") beats a similar spelling.
+    inside = [n for n in lowered if n in name.lower() and len(n) >= 0.6 * len(name)]
+    if inside:
+        return lowered[max(inside, key=len)]
+    close = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
+    return lowered[close[0]] if close else None

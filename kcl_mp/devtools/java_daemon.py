@@ -1,0 +1,50 @@
+"""The Java MultiLangDaemon beside kcl-mp: for the benchmarks, the mixed-fleet test and a
+team comparing the two on one machine.
+
+The jars are the ones PyPI's ``kclpy-ext`` ships (``amazon_kclpy/jars``: KCL 3.1.3);
+Java 17+ from the machine. Two facts make it run against a loopback emulator:
+
+- its Kinesis client speaks cleartext HTTP/2 only, so the emulator must be
+  ``start_emulator(http2=True)``, and its CBOR must be off (moto speaks JSON);
+- KCL 3.x calls the EC2 metadata address at every start, whatever
+  AWS_EC2_METADATA_DISABLED says, so it must run in a network namespace with only
+  loopback up: ``in_loopback_namespace`` re-runs a command there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Sequence
+
+from kcl_mp.errors import ConfigError
+
+MAIN_CLASS = "software.amazon.kinesis.multilang.MultiLangDaemon"
+NETNS_ENV = "KCLMP_IN_LOOPBACK_NETNS"  # set inside the namespace
+
+
+def command(properties: str | Path) -> list[str]:
+    """The Java daemon's command line for a properties file."""
+    try:
+        import amazon_kclpy
+    except ImportError as exc:
+        raise ConfigError("the Java daemon's jars come with PyPI's kclpy-ext: pip install kclpy-ext") from exc
+    if shutil.which("java") is None:
+        raise ConfigError("java (17+) is needed to run the Java daemon (Debian: openjdk-17-jre-headless)")
+    jars = Path(amazon_kclpy.__file__).parent / "jars"
+    return ["java", "-Daws.cborEnabled=false", "-cp", f"{jars}/*", MAIN_CLASS, "--properties-file", str(properties)]
+
+
+def inside_namespace() -> bool:
+    return os.environ.get(NETNS_ENV) == "1"
+
+
+def in_loopback_namespace(argv: Sequence[str]) -> int:
+    """Run ``argv`` in a new network namespace with only loopback up; its exit status.
+    Needs unshare (util-linux) and root, or unprivileged user namespaces."""
+    if shutil.which("unshare") is None:
+        raise ConfigError("unshare (util-linux) is needed: the Java daemon must not reach the network")
+    inner = f'ip link set lo up && exec env {NETNS_ENV}=1 "$0" "$@"'
+    return subprocess.call(["unshare", "-n", "sh", "-c", inner, *argv])

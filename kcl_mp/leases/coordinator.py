@@ -1,0 +1,376 @@
+"""The lease coordinator: the supervisor's side of the lease table.
+
+It renews what this worker holds (all at once: ``renewer``), scans the table to take and
+steal (``balance`` decides, this module writes), runs the KCL 3.x graceful handoff in both directions, and keeps the
+table in step with the stream's shards (``shard_sync_io``). It never touches processes: it reports what changed and the
+supervisor starts, stops or warns shard workers accordingly.
+
+A steal is a handoff, so a planned rebalance re-delivers nothing::
+
+    thief: handoff_start          leaseOwner = thief, checkpointOwner = owner
+    owner: next renewal sees it   -> its processor gets shutdownRequested, checkpoints
+    owner: handoff_finish         REMOVE checkpointOwner, counter + 1
+    thief: next renewal sees it   -> starts its processor from that checkpoint
+
+Only leases whose owner has shown it processes them are stolen (``balance.is_started``):
+the Java KCL 3.1.3 never answers a handoff asked while its shard consumer is still
+waiting on parent shards. A lease at SHARD_END is never asked for nor taken (the table's
+conditions refuse it too); a handoff whose lease reaches SHARD_END meanwhile is dropped.
+
+Bounds: the owner finishes at the latest gracefulLeaseHandoffTimeoutMillis after it saw
+the request (a processor that does not answer loses its lease the hard way); the thief
+takes the lease by force once that timeout has passed, as soon as the owner stopped
+renewing for failoverTimeMillis (it died mid-handoff), or, for a lease never seen
+checkpointing under that owner, once failoverTimeMillis has passed since the request and
+the owner renewed it twice meanwhile, without a checkpoint or the handover (it saw the
+request and is not answering: what a Java worker whose consumer had not started does).
+With isGracefulLeaseHandoffEnabled false, a steal is a plain take, as in KCL 2.x.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
+
+from kcl_mp.leases import balance
+from kcl_mp.config import Config
+from kcl_mp.errors import DependencyError
+from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
+from kcl_mp.leases.lease import Lease
+from kcl_mp.leases.table import LeaseTable
+from kcl_mp.logs import ShardLog
+from kcl_mp.metrics.catalogue import Recorder
+from kcl_mp.leases.renewer import Renewer
+from kcl_mp.leases.shard_syncer import ShardSyncing
+
+
+GIVE_UP_COOLDOWN_S = 60.0
+
+
+@dataclass
+class Held:
+    """A lease this worker holds, as last written, and when it was last renewed: the time the
+    renewal (or take) was SENT, since others start counting only once it has landed, after
+    that (``fencing`` builds on this)."""
+
+    lease: Lease
+    renewed_at: float
+
+
+@dataclass
+class Incoming:
+    """A lease being handed to this worker: waiting for its old owner's last checkpoint."""
+
+    lease: Lease
+    asked_at: float
+    changed_at: float  # when its counter last moved (the old owner renewing)
+    asked: Lease | None = None  # as the request left it (None: asked by an earlier run)
+    seen_checkpointing: bool = True  # its checkpoint had moved under the old owner before the ask
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """What one renewal round found."""
+
+    lost: tuple[str, ...] = ()  # no longer ours: stop their processors (leaseLost)
+    handoffs: tuple[str, ...] = ()  # another worker asked for them: shutdownRequested, then finish
+    acquired: tuple[str, ...] = ()  # handed over to this worker: start their processors
+
+
+@dataclass
+class LeaseCoordinator(ShardSyncing):
+    config: Config
+    table: LeaseTable
+    kinesis: Any
+    log: ShardLog
+    clock: Callable[[], float]
+    rng: random.Random
+    held: dict[str, Held] = field(default_factory=dict)
+    incoming: dict[str, Incoming] = field(default_factory=dict)
+    handing_off: dict[str, float] = field(default_factory=dict)  # key -> when the request was seen
+    observations: dict[str, balance.Observation] = field(default_factory=dict)
+    last_seen: dict[str, Lease] = field(default_factory=dict)  # the last scan (+ this host's own writes since)
+    live_workers: tuple[str, ...] = ()  # as the last scan saw them
+    gap_seen: bool = False  # the last audit found leases that leave a gap
+    avoid: dict[str, float] = field(default_factory=dict)  # key -> until when this host does not take it
+    last_steal_at: float = float("-inf")
+    metrics: Recorder = field(default_factory=lambda: Recorder(enabled=False))
+    fleet: balance.Fleet | None = None  # as the last scan saw it
+    renewals: LeaseTable | None = None  # through the renewals' own client (renewer.renewal_table); None: table
+
+    def __post_init__(self) -> None:
+        self.renewer = Renewer(self.renewals or self.table, self.config.lease, self.me, self.clock, random.Random())
+
+    @property
+    def me(self) -> str:
+        return self.config.worker_id
+
+    # -- start-up ---------------------------------------------------------------------
+
+    def adopt_own_leases(self, leases: list[Lease]) -> None:
+        """Pick up where an earlier run of this worker id left off (as Java does)."""
+        now = self.clock()
+        for lease in leases:
+            if lease.is_shard_end:
+                continue
+            if lease.checkpoint_owner == self.me and lease.owner != self.me:
+                if self.table.handoff_finish(lease.key, self.me):  # its processor is gone already
+                    self.log.info("finished the handoff of %s to %s left by an earlier run", lease.key, lease.owner)
+            elif lease.owner == self.me and lease.checkpoint_owner:
+                self.incoming[lease.key] = Incoming(lease, now, now)
+            elif lease.owner == self.me:
+                renewed = self.table.renew(lease, self.me)
+                if renewed is not None:
+                    self.held[lease.key] = Held(renewed, now)
+                    self.log.info("kept lease %s from an earlier run of this worker id", lease.key)
+
+    # -- renewing ---------------------------------------------------------------------
+
+    def renew(self) -> Renewal:
+        """One round: every held lease renewed at once (``renewer``), then what came of each."""
+        lost: list[str] = []
+        handoffs: list[str] = []
+        failover_s = self.config.lease.failover_time_ms / 1000.0
+        started = self.clock()
+        for key, held in self.held.items():
+            if started - held.renewed_at > failover_s / 2:
+                self.log.warning("lease %s renewed late: %.1f s since its last renewal (others may take it after "
+                                 "%.1f s)", key, started - held.renewed_at, failover_s)
+        due = [(key, held.lease, held.renewed_at) for key, held in self.held.items()]
+        for outcome in self.renewer.renew_all(due, started):
+            key, held, renewed = outcome.key, self.held[outcome.key], outcome.lease
+            if outcome.error is not None:
+                self.metrics.add("lease_renewals", 0)
+                if outcome.ended_at - held.renewed_at < failover_s:
+                    self.log.warning("renewing lease %s failed (%s); still held for %.1f s",
+                                     key, outcome.error, failover_s - (outcome.ended_at - held.renewed_at))
+                    continue
+                self.log.error("lease %s expired locally: no renewal for %.1f s (%s)",
+                               key, outcome.ended_at - held.renewed_at, outcome.error)
+            if renewed is None:
+                self.drop(key, "taken by another worker or not renewable")
+                lost.append(key)
+                continue
+            self.metrics.add("lease_renewals", 1)
+            self.held[key] = Held(renewed, outcome.sent_at)
+            if renewed.owner != self.me and key not in self.handing_off:
+                self.handing_off[key] = outcome.sent_at
+                handoffs.append(key)
+                self.log.info("lease %s: %s asked for it; stopping its processor for a last checkpoint",
+                              key, renewed.owner)
+        timeout_s = self.config.lease.handoff_timeout_s
+        for key, asked_at in list(self.handing_off.items()):
+            if key in self.held and self.clock() - asked_at > timeout_s:
+                self.log.warning("lease %s: the processor did not finish within gracefulLeaseHandoffTimeoutMillis "
+                                 "(%.0f s); handing the lease over without its last checkpoint", key, timeout_s)
+                self.finish_handoff(key)
+                lost.append(key)
+        acquired = self._check_incoming()
+        self.metrics.add("renew_time", self.clock() - started)
+        self.metrics.add("leases_held", len(self.held))
+        self.metrics.add("leases_lost", 0)  # a sample every round, as Java's; each loss adds 1 (drop)
+        return Renewal(tuple(lost), tuple(handoffs), acquired)
+
+    def _check_incoming(self) -> tuple[str, ...]:
+        acquired: list[str] = []
+        failover_s = self.config.lease.failover_time_ms / 1000.0
+        for key, waiting in list(self.incoming.items()):
+            now = self.clock()
+            try:
+                current = self.table.get(key)
+            except DependencyError as exc:
+                self.log.warning("checking the handoff of %s failed: %s", key, exc)
+                continue
+            if current is None or current.owner != self.me:
+                del self.incoming[key]
+                self.log.info("lease %s went to %s instead", key, current.owner if current else "nobody (deleted)")
+                continue
+            if current.is_shard_end:  # its old owner finished the shard: nothing left to process
+                del self.incoming[key]
+                self.log.info("lease %s reached SHARD_END during its handoff: not taking it", key)
+                continue
+            if not current.checkpoint_owner:
+                del self.incoming[key]
+                # The old owner's last write landed after a read that still saw the handoff (the
+                # one that set changed_at): a safe "renewed" time, where `now` could be too late.
+                self.held[key] = Held(current, waiting.changed_at)
+                acquired.append(key)
+                self.metrics.add("leases_taken", 1)
+                self.log.info("lease %s handed over at checkpoint %s", key, current.checkpoint)
+                continue
+            if current.counter != waiting.lease.counter:
+                waiting.changed_at = now
+            waiting.lease = current
+            overdue = now - waiting.asked_at > self.config.lease.handoff_timeout_s
+            stalled = now - waiting.changed_at > failover_s
+            asked = waiting.asked
+            silent = (asked is not None and not waiting.seen_checkpointing and now - waiting.asked_at > failover_s
+                      and current.counter >= asked.counter + 2 and current.checkpoint == asked.checkpoint)
+            if overdue or stalled or silent:
+                why = ("its owner stopped renewing it" if stalled else "the handoff timed out" if overdue else
+                       "its owner renews it but has neither checkpointed nor handed it over: it is not answering")
+                if self._take(current, f"took lease {key} from {current.checkpoint_owner} ({why})"):
+                    del self.incoming[key]
+                    acquired.append(key)
+        return tuple(acquired)
+
+    # -- taking and stealing ----------------------------------------------------------
+
+    def scan(self) -> tuple[str, ...]:
+        """One look at the table: take expired leases; steal at most once per take interval."""
+        try:
+            leases = {lease.key: lease for lease in self.table.list_leases()}
+        except DependencyError as exc:
+            self.log.warning("lease taker skipped a round: %s", exc)
+            return ()
+        self.last_seen = leases
+        for key in [key for key in self.held if key not in leases or leases[key].holder != self.me]:
+            holder = leases[key].holder if key in leases else None
+            self.drop(key, f"the lease table shows {holder or 'nobody'} holding it")
+        now = self.clock()
+        self.observations = balance.observe(self.observations, leases.values(), now)
+        may_steal = now - self.last_steal_at >= self.config.lease.take_interval_s
+        plan = balance.plan_leases(self.me, leases, self.observations, now, self.config.lease, self.rng,
+                                   may_steal=may_steal)
+        self.live_workers = plan.live_workers
+        if may_steal and not plan.deferred:  # steals put off until leases start: try again next scan
+            self.last_steal_at = now
+        self.avoid = {key: until for key, until in self.avoid.items() if until > now}
+        if self.avoid:  # leases whose processor kept failing here: another host should try them
+            plan = replace(plan, take=tuple(k for k in plan.take if k not in self.avoid),
+                           steal=tuple(k for k in plan.steal if k not in self.avoid))
+        if plan.take or plan.steal:
+            self.log.info("taker: %s", plan.reason)
+        self.metrics.add("leases_taken", 0)  # a sample every scan, as Java's; each take adds 1
+        self.metrics.add("leases_stolen", 0)
+        acquired = [key for key in plan.take
+                    if self._take(leases[key], f"took lease {key} (from {leases[key].owner or 'nobody'})")]
+        for key in plan.steal:
+            if self.config.lease.graceful_lease_handoff_enabled:
+                self._ask_handoff(leases[key])
+            elif self._take(leases[key], f"stole lease {key} from {leases[key].owner}"):
+                self.metrics.add("leases_stolen", 1)
+                acquired.append(key)
+        if self.metrics.enabled:
+            self._record_fleet(leases, acquired, sum(1 for key in acquired if key in plan.take), now)
+        return tuple(acquired)
+
+    def _record_fleet(self, found: Mapping[str, Lease], acquired: list[str], taken_expired: int, now: float) -> None:
+        """The fleet view (``self.fleet``, the Prometheus gauges) is what the scan left, with
+        what it took counted as this worker's; CloudWatch gets the unclaimed leases it found
+        (Java's TakeLeases ExpiredLeases), those left plus the expired ones it took."""
+        left = {**found, **{key: self.held[key].lease for key in acquired}}
+        observations = balance.observe(self.observations, left.values(), now)
+        self.fleet = fleet = balance.fleet(self.me, left, observations, now, self.config.lease)
+        self.metrics.add("unclaimed_leases", fleet.unclaimed + taken_expired)
+        self.metrics.add("total_leases", fleet.total_leases)
+        self.metrics.add("total_shards", fleet.open_leases)
+        self.metrics.add("workers", len(fleet.worker_leases))
+        for worker, count in fleet.worker_leases.items():
+            self.metrics.add("worker_leases", count, worker)
+
+    def _take(self, lease: Lease, what: str) -> bool:
+        sent_at = self.clock()
+        try:
+            taken = self.table.take(lease, self.me)
+        except DependencyError as exc:
+            self.log.warning("taking lease %s failed: %s", lease.key, exc)
+            return False
+        if taken is None:
+            self.log.info("lease %s moved before it could be taken", lease.key)
+            return False
+        self.log.info("%s, checkpoint %s", what, taken.checkpoint)
+        self.held[lease.key] = Held(taken, sent_at)
+        self.metrics.add("leases_taken", 1)
+        return True
+
+    def _ask_handoff(self, lease: Lease) -> None:
+        try:
+            started = self.table.handoff_start(lease, self.me)
+        except DependencyError as exc:
+            self.log.warning("asking for lease %s failed: %s", lease.key, exc)
+            return
+        if started is None:
+            self.log.info("lease %s moved before its handoff could start", lease.key)
+            return
+        now = self.clock()
+        seen = self.observations.get(lease.key)
+        self.incoming[lease.key] = Incoming(started, now, now, started, seen is not None and seen.checkpointed)
+        self.metrics.add("leases_stolen", 1)
+        self.log.info("asked %s to hand lease %s over", lease.owner, lease.key)
+
+    # -- giving leases up -------------------------------------------------------------
+
+    def finish_handoff(self, key: str) -> None:
+        """The processor has made its last checkpoint: let the new owner start."""
+        self.held.pop(key, None)
+        self.handing_off.pop(key, None)
+        try:
+            if self.table.handoff_finish(key, self.me):
+                self.log.info("handed lease %s over", key)
+        except DependencyError as exc:
+            self.log.warning("finishing the handoff of %s failed (%s); the new owner will take it after "
+                             "gracefulLeaseHandoffTimeoutMillis", key, exc)
+
+    def give_up(self, key: str) -> float:
+        """Release a lease whose processor keeps failing here, and leave it alone for a while
+        (two take intervals, at least a minute) so another host takes it. The cool-down, s."""
+        cooldown = max(GIVE_UP_COOLDOWN_S, 2 * self.config.lease.take_interval_s)
+        self.avoid[key] = self.clock() + cooldown
+        self.held.pop(key, None)
+        self.metrics.add("leases_released", 1)
+        try:
+            self.table.release(key, self.me)
+        except DependencyError as exc:
+            self.log.warning("releasing lease %s failed (%s); it will expire instead", key, exc)
+        return cooldown
+
+    def drop(self, key: str, why: str) -> None:
+        """Forget a lease that is no longer ours (no write: someone else has it)."""
+        if self.held.pop(key, None) is not None:
+            self.metrics.add("leases_lost", 1)
+            self.log.warning("lost lease %s: %s", key, why)
+        self.handing_off.pop(key, None)
+
+    def shard_ended(self, key: str) -> None:
+        """Its processor checkpointed SHARD_END: stop renewing (finished leases are neither
+        counted nor taken), and let this host's waiting children see it at once."""
+        held = self.held.pop(key, None)
+        seen = self.last_seen.get(key) or (held.lease if held else None)
+        if seen is not None:
+            self.last_seen[key] = seen.with_(checkpoint=ExtendedSequenceNumber(SHARD_END))
+
+    def release_all(self) -> list[str]:
+        """On shutdown: release held leases, finish handoffs out, cancel handoffs in."""
+        released = []
+        for key in list(self.held):
+            try:
+                if key in self.handing_off:
+                    self.finish_handoff(key)
+                elif self.table.release(key, self.me):
+                    released.append(key)
+                    self.metrics.add("leases_released", 1)
+            except DependencyError as exc:
+                self.log.warning("releasing lease %s failed (%s); it will expire instead", key, exc)
+        for key, waiting in self.incoming.items():
+            try:
+                self.table.handoff_cancel(key, self.me, waiting.lease.checkpoint_owner or "")
+            except DependencyError as exc:
+                self.log.warning("cancelling the handoff of %s failed (%s)", key, exc)
+        self.held.clear()
+        self.incoming.clear()
+        return released
+
+    def refresh(self, key: str) -> None:
+        """A restarted worker resumes from the checkpoint its predecessor wrote."""
+        try:
+            current = self.table.get(key)
+        except DependencyError:
+            return
+        if key not in self.held:
+            return
+        if current is not None and current.holder == self.me:
+            self.held[key] = Held(current, self.held[key].renewed_at)
+        else:
+            self.drop(key, f"the lease table shows {current.holder if current else 'nobody'} holding it")

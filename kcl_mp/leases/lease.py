@@ -1,0 +1,174 @@
+"""The lease: one shard's binding to a worker, in the Java KCL's item schema.
+
+Pure data, no I/O. ``Lease.from_item`` / ``Lease.to_item`` map to and from DynamoDB's
+attribute-value JSON with the Java KCL 2.x/3.x attribute names and types:
+
+    leaseKey S, leaseOwner S, leaseCounter N, ownerSwitchesSinceCheckpoint N,
+    checkpoint S, checkpointSubSequenceNumber N, pendingCheckpoint S,
+    pendingCheckpointSubSequenceNumber N, pendingCheckpointState B, parentShardId SS,
+    childShardIds SS, startingHashKey S, endingHashKey S, throughputKBps N, checkpointOwner S
+
+Attributes kcl-mp does not model are kept verbatim in ``extra`` and written back, so an
+item written by a Java worker survives a round trip through kcl-mp unchanged.
+
+Not every row of a lease table is a lease: KCL 3.5 keeps its coordinator state and worker
+metrics there too (``table_rows``). ``not_a_lease`` decides, before anything is read as one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
+
+# Attribute names, as the Java KCL's DynamoDBLeaseSerializer writes them.
+LEASE_KEY = "leaseKey"
+LEASE_OWNER = "leaseOwner"
+LEASE_COUNTER = "leaseCounter"
+OWNER_SWITCHES = "ownerSwitchesSinceCheckpoint"
+CHECKPOINT = "checkpoint"
+CHECKPOINT_SUB = "checkpointSubSequenceNumber"
+PENDING_CHECKPOINT = "pendingCheckpoint"
+PENDING_CHECKPOINT_SUB = "pendingCheckpointSubSequenceNumber"
+PENDING_CHECKPOINT_STATE = "pendingCheckpointState"
+PARENT_SHARD_IDS = "parentShardId"
+CHILD_SHARD_IDS = "childShardIds"
+STARTING_HASH_KEY = "startingHashKey"
+ENDING_HASH_KEY = "endingHashKey"
+THROUGHPUT_KBPS = "throughputKBps"
+CHECKPOINT_OWNER = "checkpointOwner"
+
+# KCL 3.5 (EntityType) marks every row of the lease table with its kind; a lease's is LEASE,
+# and a row without one is a lease written before 3.5.
+ENTITY_TYPE = "entityType"
+LEASE_ENTITY = "LEASE"
+
+# The type DynamoDBLeaseSerializer gives each attribute kcl-mp reads or writes.
+_TYPES = {
+    LEASE_KEY: "S", LEASE_OWNER: "S", LEASE_COUNTER: "N", OWNER_SWITCHES: "N", CHECKPOINT: "S",
+    CHECKPOINT_SUB: "N", PENDING_CHECKPOINT: "S", PENDING_CHECKPOINT_SUB: "N", PARENT_SHARD_IDS: "SS",
+    CHILD_SHARD_IDS: "SS", STARTING_HASH_KEY: "S", ENDING_HASH_KEY: "S", CHECKPOINT_OWNER: "S",
+}
+_MODELLED = frozenset(_TYPES)
+
+
+def not_a_lease(item: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """Why the lease table's ``item`` is not a lease, or None when it is one.
+
+    A lease is an item whose ``entityType`` is absent or the string LEASE (Java's own rule),
+    with a non-empty ``leaseKey`` string, a whole-number ``leaseCounter``, and every other
+    attribute kcl-mp reads or writes of the type Java's serializer gives it. Stricter than
+    Java, on purpose: kcl-mp takes, renews and rewrites leases, so a row it cannot read
+    exactly as a lease is left alone (and shown apart), never written over.
+
+    >>> not_a_lease({"leaseKey": {"S": "s-0"}, "leaseCounter": {"N": "4"}, "entityType": {"S": "LEASE"}})
+    >>> not_a_lease({"leaseKey": {"S": "Leader"}, "ownerName": {"S": "w1"}, "entityType": {"S": "LEADER"}})
+    'entityType LEADER'
+    >>> not_a_lease({"leaseKey": {"S": "Leader"}, "ownerName": {"S": "w1"}})
+    'no leaseCounter'
+    >>> not_a_lease({"leaseKey": {"S": "s-0"}, "leaseCounter": {"N": "4"}, "leaseOwner": {"N": "7"}})
+    'leaseOwner is N, not S'
+    """
+    entity = item.get(ENTITY_TYPE)
+    if entity is not None and dict(entity) != {"S": LEASE_ENTITY}:
+        kind, value = next(iter(entity.items()), ("", ""))
+        return f"entityType {value}" if kind == "S" else f"entityType is {kind or 'empty'}, not S"
+    for name, kind in _TYPES.items():
+        value = item.get(name)
+        if value is not None and list(value) != [kind]:
+            return f"{name} is {','.join(value) or 'empty'}, not {kind}"
+    if not item.get(LEASE_KEY, {}).get("S"):
+        return "no leaseKey"
+    if LEASE_COUNTER not in item:
+        return "no leaseCounter"
+    counter = item[LEASE_COUNTER]["N"]
+    if not (counter.isascii() and counter.isdigit()):
+        return f"leaseCounter {counter!r} is not a whole number"
+    return None
+
+
+@dataclass(frozen=True)
+class Lease:
+    key: str
+    owner: str | None = None
+    counter: int = 0
+    checkpoint: ExtendedSequenceNumber | None = None
+    pending_checkpoint: ExtendedSequenceNumber | None = None
+    owner_switches_since_checkpoint: int = 0
+    parent_shard_ids: tuple[str, ...] = ()
+    child_shard_ids: tuple[str, ...] = ()
+    hash_range: tuple[int, int] | None = None
+    checkpoint_owner: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def is_shard_end(self) -> bool:
+        return self.checkpoint is not None and self.checkpoint.sequence_number == SHARD_END
+
+    @property
+    def holder(self) -> str | None:
+        """Who processes the shard: during a KCL 3.x handoff the old owner (checkpointOwner)
+        until it has checkpointed, then the new one (leaseOwner)."""
+        return self.checkpoint_owner or self.owner
+
+    def with_(self, **changes: Any) -> "Lease":
+        return replace(self, **changes)
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Mapping[str, Any]]) -> "Lease":
+        def s(name: str) -> str | None:
+            value = item.get(name)
+            return None if value is None else value.get("S")
+
+        def n(name: str) -> int | None:
+            value = item.get(name)
+            return None if value is None or "N" not in value else int(value["N"])
+
+        checkpoint = None
+        if s(CHECKPOINT) is not None:
+            checkpoint = ExtendedSequenceNumber(s(CHECKPOINT) or "", n(CHECKPOINT_SUB) or 0)
+        pending = None
+        if s(PENDING_CHECKPOINT):
+            pending = ExtendedSequenceNumber(s(PENDING_CHECKPOINT) or "", n(PENDING_CHECKPOINT_SUB) or 0)
+        hash_range = None
+        if s(STARTING_HASH_KEY) and s(ENDING_HASH_KEY):
+            hash_range = (int(s(STARTING_HASH_KEY) or 0), int(s(ENDING_HASH_KEY) or 0))
+        return cls(
+            key=s(LEASE_KEY) or "",
+            owner=s(LEASE_OWNER),
+            counter=n(LEASE_COUNTER) or 0,
+            checkpoint=checkpoint,
+            pending_checkpoint=pending,
+            owner_switches_since_checkpoint=n(OWNER_SWITCHES) or 0,
+            parent_shard_ids=tuple(sorted(item.get(PARENT_SHARD_IDS, {}).get("SS", ()))),
+            child_shard_ids=tuple(sorted(item.get(CHILD_SHARD_IDS, {}).get("SS", ()))),
+            hash_range=hash_range,
+            checkpoint_owner=s(CHECKPOINT_OWNER),
+            extra={k: v for k, v in item.items() if k not in _MODELLED},
+        )
+
+    def to_item(self) -> dict[str, dict[str, Any]]:
+        """The whole item, as Java's ``toDynamoRecord`` would write it (plus ``extra``)."""
+        item: dict[str, dict[str, Any]] = dict(self.extra)
+        item[LEASE_KEY] = {"S": self.key}
+        item[LEASE_COUNTER] = {"N": str(self.counter)}
+        if self.owner is not None:
+            item[LEASE_OWNER] = {"S": self.owner}
+        item[OWNER_SWITCHES] = {"N": str(self.owner_switches_since_checkpoint)}
+        if self.checkpoint is not None:
+            item[CHECKPOINT] = {"S": self.checkpoint.sequence_number}
+            item[CHECKPOINT_SUB] = {"N": str(self.checkpoint.sub_sequence_number)}
+        if self.parent_shard_ids:
+            item[PARENT_SHARD_IDS] = {"SS": list(self.parent_shard_ids)}
+        if self.child_shard_ids:
+            item[CHILD_SHARD_IDS] = {"SS": list(self.child_shard_ids)}
+        if self.pending_checkpoint is not None:
+            item[PENDING_CHECKPOINT] = {"S": self.pending_checkpoint.sequence_number}
+            item[PENDING_CHECKPOINT_SUB] = {"N": str(self.pending_checkpoint.sub_sequence_number)}
+        if self.hash_range is not None:
+            item[STARTING_HASH_KEY] = {"S": str(self.hash_range[0])}
+            item[ENDING_HASH_KEY] = {"S": str(self.hash_range[1])}
+        if self.checkpoint_owner is not None:
+            item[CHECKPOINT_OWNER] = {"S": self.checkpoint_owner}
+        return item

@@ -1,0 +1,189 @@
+"""Shard sync, the I/O half: the lease coordinator's side of ``shard_sync``.
+
+No leader: every host audits its last scan every shardSyncIntervalMillis (no API call)
+and lists the shards only when the audit finds something the table does not account
+for; the first host to act fixes the table and the others' next scan shows it. The host
+where a shard ends creates that shard's children itself, from ChildShards. All writes
+are conditional, so two hosts acting at once is harmless. docs/resharding.md says why.
+
+``ShardSyncing`` is mixed into ``LeaseCoordinator``, whose table, clients, log and last
+scan it uses; ``shard_sync`` decides, this module lists and writes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+from kcl_mp.leases import shard_sync
+from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
+from kcl_mp.config import InitialPosition
+from kcl_mp.errors import ConfigError, DependencyError
+from kcl_mp.sequence import AT_TIMESTAMP, LATEST
+from kcl_mp.leases.lease import Lease
+from kcl_mp.leases.shard_sync import Shard
+
+if TYPE_CHECKING:
+    from kcl_mp.leases.coordinator import LeaseCoordinator
+
+LIST_SHARDS_PAGE = 1000  # ListShards' own default page size, stated
+
+
+class ShardSyncing:
+    def sync_shards(self: "LeaseCoordinator", leases: Mapping[str, Lease], why: str) -> bool:
+        """ListShards, create the leases the hierarchy rules ask for, delete finished ones.
+
+        False if the listing failed (the caller retries after listShardsBackoffTimeInMillis).
+        """
+        initial = self.config.initial_position
+        try:
+            if leases:
+                shards = self.list_shards()
+                plan = shard_sync.plan_new_leases(shards, leases, initial)
+            else:
+                shards = self.list_shards(_shard_filter(initial))
+                plan = shard_sync.plan_initial_leases(shards, initial)
+        except DependencyError as exc:
+            self.log.warning("shard sync (%s) failed: %s", why, exc)
+            return False
+        created = self._create(plan.create)
+        self.log.info("shard sync (%s): %d shards listed, %d leases created%s", why, len(shards), created,
+                      f" ({len(plan.create) - created} created by another host meanwhile)" if created < len(plan.create)
+                      else "")
+        if plan.inconsistent:
+            log = self.log.debug if self.config.lease.ignore_unexpected_child_shards else self.log.warning
+            log("shards %s are listed while a parent is still open (a reshard in progress): no lease for them yet",
+                ", ".join(plan.inconsistent))
+        if leases:
+            self.clean_up(leases, shards)
+        return True
+
+    def audit(self: "LeaseCoordinator") -> bool:
+        """Every shardSyncIntervalMillis: clean up, and sync only if the table has a gap in
+        two audits running (a scan can catch a shard end between its SHARD_END checkpoint
+        and its children's creation; Java's auditor also waits for a confirmation)."""
+        self.clean_up(self.last_seen, None)
+        reason = shard_sync.audit(self.last_seen)
+        seen_before, self.gap_seen = self.gap_seen, reason is not None
+        if reason is None:
+            self.log.debug("shard sync not needed: the leases cover the key space")
+            return True
+        if not seen_before and self.last_seen:
+            self.log.info("the lease table has a gap (%s); syncing shards if the next audit still finds one", reason)
+            return True
+        return self.sync_shards(self.last_seen, reason)
+
+    def create_children(self: "LeaseCoordinator", key: str, children: Sequence[Mapping[str, Any]]) -> bool:
+        """Shard ``key`` was read to its end here: record its children in its lease and create
+        their leases. False without ChildShards (the caller syncs instead)."""
+        if not children:
+            return False
+        shards = [Shard.from_child(child) for child in children]
+        try:
+            self.table.add_child_shards(key, [shard.shard_id for shard in shards])
+        except DependencyError as exc:
+            self.log.warning("recording the children of %s failed: %s", key, exc)
+        plan = shard_sync.plan_child_leases(shards, self.last_seen, ended=key)
+        deferred = sorted({shard.shard_id for shard in shards} - {lease.key for lease in plan} - set(self.last_seen))
+        if deferred:
+            self.log.info("children %s of %s wait for the shard sync (another parent has no lease yet)",
+                          ", ".join(deferred), key)
+        self._create(plan)
+        return True
+
+    def waiting_for(self: "LeaseCoordinator", key: str) -> list[str]:
+        """The parents a held lease still waits for (their leases exist and are not at SHARD_END)."""
+        held = self.held.get(key)
+        return shard_sync.unfinished_parents(held.lease, self.last_seen) if held else []
+
+    def poll_parents(self: "LeaseCoordinator", keys: Iterable[str]) -> None:
+        """Re-read the leases of parents someone waits for (parentShardPollIntervalMillis)."""
+        for key in keys:
+            try:
+                current = self.table.get(key)
+            except DependencyError as exc:
+                self.log.warning("reading parent lease %s failed: %s", key, exc)
+                continue
+            if current is None:
+                self.last_seen.pop(key, None)
+            else:
+                self.last_seen[key] = current
+
+    def clean_up(self: "LeaseCoordinator", leases: Mapping[str, Lease], shards: Iterable[Shard] | None) -> None:
+        """Delete finished leases whose children are being processed (cleanupLeasesUponShardCompletion).
+
+        A live owner cleans up its own; anyone cleans up after a dead or unknown one."""
+        if not self.config.lease.cleanup_leases_upon_shard_completion:
+            return
+        for key in shard_sync.plan_cleanup(leases, shards):
+            owner = leases[key].owner
+            if owner and owner != self.me and owner in self.live_workers:
+                continue
+            try:
+                deleted = self.table.delete_finished(key)
+            except DependencyError as exc:
+                self.log.warning("deleting finished lease %s failed: %s", key, exc)
+                continue
+            self.last_seen.pop(key, None)
+            if deleted:
+                self.log.info("deleted lease %s: its shard is finished and its children are being processed", key)
+
+    def _create(self: "LeaseCoordinator", leases: Iterable[Lease]) -> int:
+        """Create each lease unless it exists; how many this call created."""
+        count = 0
+        for lease in leases:
+            try:
+                created = self.table.create_if_absent(lease)
+            except DependencyError as exc:
+                self.log.warning("creating lease %s failed: %s", lease.key, exc)
+                continue
+            if created:
+                count += 1
+                self.last_seen[lease.key] = lease
+                parents = f" (parents {', '.join(lease.parent_shard_ids)})" if lease.parent_shard_ids else ""
+                self.log.info("created lease %s at %s%s", lease.key, lease.checkpoint, parents)
+        return count
+
+    def describe_stream(self: "LeaseCoordinator") -> str:
+        """The stream's ARN. At start-up, before anything is written: Kinesis answers and the
+        stream exists (a misspelt streamName must not leave a lease table behind)."""
+        arn, name = self.config.stream_arn, self.config.stream_name
+        try:
+            summary = self.kinesis.describe_stream_summary(**({"StreamARN": arn} if arn else {"StreamName": name}))
+        except AWS_ERRORS as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                key = f"streamArn {arn}" if arn else f"streamName {name}"
+                raise ConfigError(f"{key}: no such stream at {self.kinesis.meta.endpoint_url}") from exc
+            raise translate(exc, f"describing stream {arn or name}") from exc
+        return summary["StreamDescriptionSummary"]["StreamARN"]
+
+    def list_shards(self: "LeaseCoordinator", shard_filter: Mapping[str, Any] | None = None) -> list[Shard]:
+        """Every page of ListShards. An expired NextToken restarts the listing (bounded)."""
+        first: dict[str, Any] = {"StreamName": self.config.stream_name, "MaxResults": LIST_SHARDS_PAGE}
+        if shard_filter:
+            first["ShardFilter"] = dict(shard_filter)
+        for _ in range(3):
+            shards: list[Shard] = []
+            kwargs = first
+            for _ in range(10_000):  # bounded paging
+                try:
+                    page = self.kinesis.list_shards(**kwargs)
+                except AWS_ERRORS as exc:
+                    if error_code(exc) == "ExpiredNextTokenException":
+                        break
+                    raise translate(exc, f"ListShards on {self.config.stream_name}") from exc
+                shards.extend(Shard.from_api(s) for s in page.get("Shards", ()))
+                token = page.get("NextToken")
+                if not token:
+                    return shards
+                kwargs = {"NextToken": token, "MaxResults": LIST_SHARDS_PAGE}
+        raise DependencyError(f"ListShards on {self.config.stream_name}: the NextToken kept expiring")
+
+
+def _shard_filter(initial: InitialPosition) -> dict[str, Any]:
+    """ListShards' ShardFilter for the shards open at the initial position (empty table)."""
+    if initial.kind == LATEST:
+        return {"Type": "AT_LATEST"}
+    if initial.kind == AT_TIMESTAMP and initial.timestamp is not None:
+        return {"Type": "AT_TIMESTAMP", "Timestamp": datetime.fromtimestamp(initial.timestamp, tz=timezone.utc)}
+    return {"Type": "AT_TRIM_HORIZON"}

@@ -1,0 +1,1 @@
+"""The metrics catalogue (pure) and the metrics process: CloudWatch, Prometheus and /healthz."""

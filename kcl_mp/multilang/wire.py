@@ -1,0 +1,395 @@
+"""The multilang protocol's wire format, pure: the bytes the daemon writes and the lines
+the child writes (multilang/PROTOCOL.md). ``protocol`` holds the conversation.
+
+Daemon -> child lines are byte-identical to the Java daemon's (Jackson): compact JSON, keys
+in Java's order, ``null`` never omitted, UTF-8 written raw, control characters escaped as
+``\\b \\f \\n \\r \\t`` or ``\\u00XX`` with upper-case hex, ``/`` and DEL not escaped, one
+``\\n`` after each message. orjson does all of that except the hex case, which
+``_java_case`` fixes; a lone surrogate (invalid in UTF-8) becomes ``?`` as Java's encoder
+writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import orjson
+
+from kcl_mp.sequence import ExtendedSequenceNumber
+
+# The checkpoint errors the client libraries understand (PROTOCOL.md section 5.3).
+ILLEGAL_ARGUMENT = "IllegalArgumentException"
+INVALID_STATE = "InvalidStateException"
+LEASE_MOVED = "ShutdownException"  # the lease is no longer this worker's
+THROTTLED = "ThrottlingException"
+DEPENDENCY = "KinesisClientLibDependencyException"
+
+INITIALIZE = "initialize"
+PROCESS_RECORDS = "processRecords"
+SHUTDOWN_REQUESTED = "shutdownRequested"
+LEASE_LOST = "leaseLost"
+SHARD_ENDED = "shardEnded"
+CHECKPOINT = "checkpoint"
+STATUS = "status"
+
+# The keys Java's message classes define; a line with any other key is skipped (2).
+_FIELDS: dict[str, frozenset[str]] = {
+    CHECKPOINT: frozenset({"action", "sequenceNumber", "subSequenceNumber", "error"}),
+    STATUS: frozenset({"action", "responseFor"}),
+    INITIALIZE: frozenset({"action", "shardId", "sequenceNumber", "subSequenceNumber"}),
+    PROCESS_RECORDS: frozenset({"action", "records", "millisBehindLatest"}),
+    "shutdown": frozenset({"action", "reason"}),
+    SHUTDOWN_REQUESTED: frozenset({"action"}),
+    LEASE_LOST: frozenset({"action"}),
+    SHARD_ENDED: frozenset({"action"}),
+}
+
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+# ---------------------------------------------------------------------------------------
+# Encoding (daemon -> child)
+
+_LOWER_HEX = re.compile(rb"\\(?:\\|u00[01][0-9a-f])")
+_NEWLINE = orjson.OPT_APPEND_NEWLINE
+
+
+def _upper(match: re.Match[bytes]) -> bytes:
+    text = match.group(0)
+    return text if text == b"\\\\" else b"\\u00" + text[4:].upper()
+
+
+def _java_case(line: bytes) -> bytes:
+    # The regex also consumes escaped backslashes, so "\\u001f" in the text (a backslash
+    # followed by "u001f") is left alone. Most lines have no escape at all, and looking
+    # for one byte is a memchr (a multi-byte search costs ~1 ms per MB of digits).
+    return _LOWER_HEX.sub(_upper, line) if b"\\" in line else line
+
+
+def _without_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, dict):
+        return {k: _without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    return value
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """One message as Java writes it, with its ``\\n``; ``message``'s key order is kept."""
+    try:
+        line = orjson.dumps(message, option=_NEWLINE)
+    except TypeError:  # a lone surrogate: Java's UTF-8 writer puts '?' in its place
+        line = orjson.dumps(_without_surrogates(message), option=_NEWLINE)
+    return _java_case(line)
+
+
+def encode_initialize(shard_id: str, checkpoint: ExtendedSequenceNumber | None) -> bytes:
+    """``{"action":"initialize","shardId":...,"sequenceNumber":...,"subSequenceNumber":...}``"""
+    seq = None if checkpoint is None else checkpoint.sequence_number
+    sub = None if checkpoint is None else checkpoint.sub_sequence_number
+    return encode({"action": INITIALIZE, "shardId": shard_id, "sequenceNumber": seq, "subSequenceNumber": sub})
+
+
+def encode_checkpoint_reply(sequence_number: str | None, sub_sequence_number: int | None, error: str | None) -> bytes:
+    """The answer to a checkpoint request: the request echoed, and null or the error name."""
+    return encode({"action": CHECKPOINT, "sequenceNumber": sequence_number,
+                   "subSequenceNumber": sub_sequence_number, "error": error})
+
+
+LEASE_LOST_LINE = encode({"action": LEASE_LOST})
+SHARD_ENDED_LINE = encode({"action": SHARD_ENDED})
+SHUTDOWN_REQUESTED_LINE = encode({"action": SHUTDOWN_REQUESTED})
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A processRecords line ready to write, and the position its last record reaches."""
+
+    line: bytes
+    count: int
+    last: ExtendedSequenceNumber | None
+    millis_behind_latest: int | None
+
+
+def make_batch(users: list[tuple[str, str, str, int, int]], millis_behind_latest: int | None) -> Batch:
+    """The processRecords message for de-aggregated user records (``deaggregate.user_records``).
+
+    This is the data path (up to 10,000 records a call), so the work per record is one dict
+    built by a comprehension; orjson writes the keys in insertion order, which is Java's.
+    Records come in stream order, so the last one is the batch's largest position.
+
+    >>> make_batch([("YQ==", "p", "7", 1700000000123, 0)], 5).line
+    b'{"action":"processRecords","records":[{"data":"YQ==","partitionKey":"p","sequenceNumber":"7","approximateArrivalTimestamp":1700000000123,"subSequenceNumber":0,"action":"record"}],"millisBehindLatest":5}\\n'
+    """
+    records = [
+        {"data": d, "partitionKey": k, "sequenceNumber": s, "approximateArrivalTimestamp": t,
+         "subSequenceNumber": u, "action": "record"}
+        for d, k, s, t, u in users
+    ]
+    line = encode({"action": PROCESS_RECORDS, "records": records, "millisBehindLatest": millis_behind_latest})
+    last = ExtendedSequenceNumber(users[-1][2], users[-1][4] or 0) if users else None
+    return Batch(line, len(users), last, millis_behind_latest)
+
+
+# ---------------------------------------------------------------------------------------
+# Framing and parsing (child -> daemon)
+
+
+class LineSplitter:
+    """Cuts a byte stream into lines the way Java's BufferedReader does: at ``\\n``, ``\\r``
+    or ``\\r\\n``, a final unterminated line included. A line longer than ``max_bytes`` is
+    cut there (no protocol line is that long; it only bounds memory for a runaway child).
+    """
+
+    _BREAK = re.compile(rb"\r\n|\r|\n")
+
+    def __init__(self, max_bytes: int = 16 << 20):
+        self.max_bytes = max_bytes
+        self._parts: list[bytes] = []  # an unfinished line, kept in pieces (no quadratic joins)
+        self._size = 0
+        self._after_cr = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if self._after_cr and chunk[:1] == b"\n":
+            chunk = chunk[1:]  # the \n of a \r\n split across two reads
+        if not chunk:
+            return []
+        self._after_cr = chunk[-1:] == b"\r"
+        lines = self._BREAK.split(chunk)
+        rest = lines.pop()
+        if lines and self._parts:
+            lines[0] = b"".join(self._parts) + lines[0]
+            self._parts, self._size = [], 0
+        if rest:
+            self._parts.append(rest)
+            self._size += len(rest)
+            if self._size > self.max_bytes:
+                lines.append(b"".join(self._parts)[: self.max_bytes])
+                self._parts, self._size = [], 0
+        return lines
+
+    def end(self) -> list[bytes]:
+        rest = b"".join(self._parts)
+        self._parts, self._size = [], 0
+        return [rest] if rest else []
+
+    @property
+    def pending(self) -> bytes:
+        """The unfinished line: bytes after the last line break (Java waits for its end)."""
+        return b"".join(self._parts)
+
+
+@dataclass(frozen=True)
+class Status:
+    action: ClassVar[str] = "status"
+    response_for: str | None
+    line: str = field(default="", compare=False)
+    ignored: str = field(default="", compare=False)  # why the rest of the line went unread, if it mattered
+
+
+@dataclass(frozen=True)
+class CheckpointRequest:
+    action: ClassVar[str] = "checkpoint"
+    sequence_number: str | None
+    sub_sequence_number: int | None
+    line: str = field(default="", compare=False)
+    ignored: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class Other:
+    """A known message type the daemon has no use for (a child echoing ``initialize``)."""
+
+    action: str
+    line: str = field(default="", compare=False)
+    ignored: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A line Java would skip, logging ``Skipping unexpected line on STDOUT``; ``meant``: it
+    has an ``action``, so its writer meant a message (plain text and JSON logs are not)."""
+
+    line: str
+    reason: str
+    meant: bool = False
+
+
+Message = Status | CheckpointRequest | Other
+
+# What became of a stdout line Java would not take as its writer meant (StdoutNote.kind).
+SKIPPED = "skipped"  # meant as a message (it has an action), skipped by Java
+TEXT = "text"  # plain text or a JSON log line: skipped, as it should be
+IGNORED = "ignored"  # a second message on the line of another: Java reads only the first
+LATE = "late"  # a message written after a status, before the next action was sent
+DRAINED = "drained"  # read only after the child's stdin was closed: Java logs it, unread
+UNREAD = "unread"  # the last line has no line break: Java waits for its end
+SILENT = "silent"  # nothing written while a message was awaited
+NOTE_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class StdoutNote:
+    """A stdout line (or its absence) Java would not take as the child meant, for reports
+    such as the conformance kit's: ``line`` cut at NOTE_CHARS, ``size`` its bytes,
+    ``after`` the status a LATE message followed (None: sent before the first action)."""
+
+    kind: str
+    reason: str
+    line: str = ""
+    size: int = 0
+    after: str | None = None
+
+    def summary(self) -> str:
+        """One line for a log or an error: the reason, and the line if there is one."""
+        if not self.line:
+            return self.reason
+        return f"{self.reason}: {self.line[:200]!r}{'...' if self.size > 200 else ''} ({self.size} bytes)"
+
+
+def silence(lines_read: int, pending: bytes, last: StdoutNote | None) -> StdoutNote | None:
+    """Why no message came, as far as the child's stdout shows: an unfinished last line
+    (Java reads a line only once it ends), a last line Java skipped or read only in part,
+    or nothing at all since ``lines_read`` was counted (only inferred: a write left in the
+    child's own buffer looks the same). None: it wrote messages, then nothing.
+
+    >>> silence(0, b"", None).reason
+    "nothing was written to stdout: was stdout flushed? (inferred: a write left in the processor's buffer looks the same as a processor still at work)"
+    """
+    if pending:
+        return StdoutNote(UNREAD, "the last line has no newline: it was never read",
+                          pending[:NOTE_CHARS * 4].decode("utf-8", "replace")[:NOTE_CHARS], len(pending))
+    if last is not None and last.kind in (SKIPPED, TEXT, IGNORED):
+        return last  # the last line it wrote: what it meant by it is the likely cause
+    if lines_read == 0:
+        return StdoutNote(SILENT, "nothing was written to stdout: was stdout flushed? (inferred: a write left in "
+                                  "the processor's buffer looks the same as a processor still at work)")
+    return None
+
+
+class _IntText(str):
+    """A JSON integer kept as its text (Jackson coerces numbers to text for String fields)."""
+
+
+class _FloatText(str):
+    pass
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # Jackson rejects NaN and Infinity
+
+
+_DECODER = json.JSONDecoder(parse_int=_IntText, parse_float=_FloatText, parse_constant=_no_constants)
+_LONG_TEXT = re.compile(r"[+-]?[0-9]+")
+_NOT_MAPPED = object()
+
+
+def _as_text(value: Any) -> Any:
+    """A String field's value: JSON numbers and booleans become their text, as in Jackson."""
+    if value is None or isinstance(value, str):
+        return None if value is None else str(value)
+    return ("true" if value else "false") if isinstance(value, bool) else _NOT_MAPPED
+
+
+def _as_long(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, _IntText):
+        number = int(value)
+    elif isinstance(value, _FloatText):
+        number = int(float(value))  # Jackson truncates floats into a Long field
+    elif isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return None
+        if not _LONG_TEXT.fullmatch(text):
+            return _NOT_MAPPED
+        number = int(text)
+    else:
+        return _NOT_MAPPED
+    return number if _LONG_MIN <= number <= _LONG_MAX else _NOT_MAPPED
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    return {list: "an array", str: "a string", dict: "an object"}.get(type(value), "a number")
+
+
+def _rest_ignored(first: str, rest: str) -> str:
+    """Why text after the first JSON value matters: Java ignores it, so a second message is lost."""
+    rest = rest.strip(" \t")
+    if not rest.startswith("{"):
+        return ""  # trailing junk: ignored, and nothing was meant by it
+    try:
+        second, _ = _DECODER.raw_decode(rest)
+    except ValueError:
+        second = None
+    what = f"the second ({second['action']})" if isinstance(second, dict) and "action" in second else "the rest"
+    return f"two JSON messages on one line: Java reads only the first ({first}); {what} is ignored"
+
+
+def _unknown_action(action: str) -> str:
+    if action == "record":
+        return "unknown action 'record' (records exist only inside processRecords)"
+    same = [known for known in _FIELDS if known.lower() == action.lower()]
+    return f"unknown action {action!r}" + (f" (actions are case-sensitive: {same[0]!r})" if same else "")
+
+
+def parse_line(line: str) -> Message | Skip | None:
+    """A child's stdout line (without terminator) as Java's reader sees it: None for an
+    empty line (ignored silently), ``Skip`` with the reason for anything Java's mapper
+    rejects, else the message. Lenient as Java: keys in any order, blanks around, trailing
+    text after the first JSON value (a second message there is lost: ``ignored`` says so),
+    numbers as sequence numbers and numeric strings as sub-sequences.
+
+    >>> parse_line('{"action":"status","responseFor":"initialize","foo":1}').reason
+    "status with an extra key 'foo' (Java skips it)"
+    """
+    if not line:
+        return None
+    text = line.lstrip(" \t")
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except json.JSONDecodeError as exc:
+        where = "a line of blanks" if not text.strip() else f"{exc.msg} at column {exc.colno + len(line) - len(text)}"
+        return Skip(line, f"not JSON ({where})", meant=text.startswith("{") and "action" in text)
+    except ValueError as exc:  # NaN, Infinity
+        return Skip(line, f"not JSON ({exc})", meant="action" in text)
+    if not isinstance(value, dict):
+        return Skip(line, f"{_json_kind(value)}, not a JSON object")
+    if "action" not in value:
+        return Skip(line, 'a JSON object without an "action" key')
+    action = value["action"]
+    if not isinstance(action, str):
+        return Skip(line, f'"action" is {_json_kind(action)}, not text', meant=True)
+    allowed = _FIELDS.get(action)
+    if allowed is None:
+        return Skip(line, _unknown_action(action), meant=True)
+    extra = sorted(set(value) - allowed)
+    if extra:
+        keys = ", ".join(map(repr, extra))
+        what = f"extra keys {keys}" if len(extra) > 1 else f"an extra key {keys}"
+        return Skip(line, f"{action} with {what} (Java skips it)", meant=True)
+    ignored = _rest_ignored(action, text[end:])
+    if action == STATUS:
+        response_for = _as_text(value.get("responseFor"))
+        if response_for is _NOT_MAPPED:
+            return Skip(line, f"status whose responseFor is {_json_kind(value['responseFor'])}, not text "
+                              "(Java skips it)", meant=True)
+        return Status(response_for, line, ignored)
+    if action == CHECKPOINT:
+        seq = _as_text(value.get("sequenceNumber"))
+        if seq is _NOT_MAPPED:
+            return Skip(line, f"checkpoint whose sequenceNumber is {_json_kind(value['sequenceNumber'])}, not text "
+                              "or a number (Java skips it)", meant=True)
+        sub = _as_long(value.get("subSequenceNumber"))
+        if sub is _NOT_MAPPED:
+            return Skip(line, "checkpoint whose subSequenceNumber is not a whole number in a Java long's range "
+                              "(Java skips it)", meant=True)
+        return CheckpointRequest(seq, sub, line, ignored)
+    return Other(action, line, ignored)

@@ -1,0 +1,1 @@
+"""Reading a shard: GetRecords polling, enhanced fan-out, KPL de-aggregation."""

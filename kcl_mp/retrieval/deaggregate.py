@@ -1,0 +1,114 @@
+"""Kinesis records to multilang user records, de-aggregating KPL containers.
+
+A KPL aggregated record is ``MAGIC + protobuf(AggregatedRecord) + md5(protobuf)``
+(aws_kinesis_agg's format and schema). Each inner record becomes one user record with the
+container's sequence number and arrival time, its own partition key and data, and
+sub-sequence numbers 0, 1, 2... in container order. A record with the magic bytes but a
+bad digest or body is delivered as an ordinary record, as the Java daemon does.
+
+User records are plain tuples in the order of the multilang record object:
+``(data_base64, partition_key, sequence_number, arrival_ms, sub_sequence_number)``.
+
+The fast path: the shard worker's Kinesis client leaves ``Data`` as the base64 text of the
+wire and ``ApproximateArrivalTimestamp`` as its epoch-seconds number
+(``credentials.client(..., raw_records=True)``), and the multilang protocol wants base64
+too, so an ordinary record goes through untouched: no decode, no re-encode. Only a record
+whose text starts like the KPL magic (``84maw``: every base64 of ``F3 89 9A C2 ...`` does)
+is decoded. Pages with bytes and datetimes (boto3's defaults) are handled as well.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import operator
+from typing import Any, Iterable
+
+import aws_kinesis_agg
+from aws_kinesis_agg.deaggregator import messages_pb2  # the import that makes the schema loadable
+
+from kcl_mp.sequence import ExtendedSequenceNumber
+
+MAGIC = aws_kinesis_agg.MAGIC
+DIGEST_SIZE = aws_kinesis_agg.DIGEST_SIZE
+MAGIC_BASE64 = base64.b64encode(MAGIC)[:5].decode()  # "84maw": fixed for any data after the magic
+
+UserRecord = tuple[str, str, str, int, int]
+
+log = logging.getLogger(__name__)
+
+
+def _arrival_ms(stamp: Any) -> int:
+    """Epoch milliseconds; kclpy and .NET need an integer, never null (PROTOCOL.md 3.2)."""
+    if stamp is None:
+        return 0
+    if isinstance(stamp, (int, float)):  # the wire's epoch seconds (the fast path)
+        return round(stamp * 1000)
+    return round(stamp.timestamp() * 1000)  # boto3's datetime
+
+
+def _inner_records(data: bytes) -> Any | None:
+    if len(data) <= len(MAGIC) + DIGEST_SIZE or not data.startswith(MAGIC):
+        return None
+    body = data[len(MAGIC) : -DIGEST_SIZE]
+    if hashlib.md5(body).digest() != data[-DIGEST_SIZE:]:
+        return None
+    aggregated = messages_pb2.AggregatedRecord()
+    try:
+        aggregated.ParseFromString(body)
+    except Exception:  # protobuf's DecodeError and friends: deliver the bytes as they are
+        return None
+    return aggregated
+
+
+def user_records(records: Iterable[dict[str, Any]], after: ExtendedSequenceNumber | None = None) -> list[UserRecord]:
+    """The user records of a GetRecords page, dropping those at or below ``after``.
+
+    ``after`` is the checkpoint a worker resumed from (AT_SEQUENCE_NUMBER re-reads the
+    checkpointed container, so its already-processed sub-records must go).
+    """
+    out: list[UserRecord] = []
+    b64 = base64.b64encode
+    floor = None if after is None or after.is_sentinel else after.sort_key()
+    for record in records:
+        seq = record["SequenceNumber"]
+        data = record["Data"]
+        arrival = _arrival_ms(record.get("ApproximateArrivalTimestamp"))
+        if isinstance(data, str):  # base64 from the wire
+            aggregated = _inner_records(base64.b64decode(data)) if data.startswith(MAGIC_BASE64) else None
+            text = data
+        else:
+            aggregated = _inner_records(data) if data[:4] == MAGIC else None
+            text = None
+        if aggregated is None:
+            if floor is not None and (int(seq), 0) <= floor:
+                continue
+            out.append((text if text is not None else b64(data).decode("ascii"), record["PartitionKey"], seq,
+                        arrival, 0))
+            continue
+        keys = aggregated.partition_key_table
+        for sub, inner in enumerate(aggregated.records):
+            if floor is not None and (int(seq), sub) <= floor:
+                continue
+            try:
+                key = keys[inner.partition_key_index]
+            except IndexError:
+                log.warning("KPL record %s/%d names partition key index %d of %d; using the container's key",
+                            seq, sub, inner.partition_key_index, len(keys))
+                key = record["PartitionKey"]
+            out.append((b64(inner.data).decode("ascii"), key, seq, arrival, sub))
+    return out
+
+
+_DATA = operator.itemgetter(0)
+
+
+def data_bytes(users: list[UserRecord]) -> int:
+    """Bytes of data in these user records, from the base64 text (no decoding): 3 bytes per 4
+    characters, so at most 2 bytes a record over (its padding).
+
+    >>> data_bytes([("YWJj", "k", "1", 0, 0), ("YQ==", "k", "2", 0, 0)])
+    6
+    """
+    return sum(map(len, map(_DATA, users))) * 3 // 4

@@ -1,0 +1,230 @@
+"""GetRecords polling for one shard, on a thread, with a bounded prefetch.
+
+The fetcher runs ahead of the processor by at most ``prefetch`` batches, so Kinesis
+latency overlaps processing without unbounded memory. It owns the shard iterator and
+recovers by itself from expired iterators (re-positioned after the last record read),
+throttling and transient errors (backoff). What it hands over, in order:
+
+    Fetched(batch, millis_behind_latest)   records to deliver (maybe empty, see config)
+    ShardEnded(children)                   the shard is closed and fully read; its
+                                           ChildShards, as the last GetRecords gave them
+    FetchFailed(error)                     a non-retriable error; the fetcher has stopped
+
+Starting position (the lease's checkpoint): TRIM_HORIZON, LATEST, AT_TIMESTAMP map to
+the iterator types of the same name; a sequence number starts AT_SEQUENCE_NUMBER and the
+records at or below the checkpoint are dropped. AT (not AFTER) because a checkpoint can
+sit inside a KPL aggregate, whose later sub-records AFTER would skip.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable, Union
+
+from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
+from kcl_mp.backoff import Backoff
+from kcl_mp.config import InitialPosition, RetrievalSettings
+from kcl_mp.retrieval.deaggregate import UserRecord, data_bytes, user_records
+from kcl_mp.errors import DependencyError, KclMpError
+from kcl_mp.sequence import AT_TIMESTAMP, LATEST, SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
+
+
+@dataclass(frozen=True)
+class Fetched:
+    batch: Any  # whatever ``encode`` made of the records (a wire.Batch)
+    count: int
+    millis_behind_latest: int | None
+    data_bytes: int = 0  # of the user records' data (from its base64 length, exact within 2 bytes a record)
+
+
+@dataclass(frozen=True)
+class ShardEnded:
+    children: tuple[dict, ...] = ()  # the ChildShards of the last GetRecords (empty if not given)
+
+
+@dataclass(frozen=True)
+class FetchFailed:
+    error: KclMpError
+
+
+FetchResult = Union[Fetched, ShardEnded, FetchFailed]
+Encoder = Callable[[list[UserRecord], "int | None"], Any]
+
+_EXPIRED = frozenset({"ExpiredIteratorException"})
+
+
+class Fetcher:
+    def __init__(
+        self,
+        kinesis: Any,
+        stream_name: str,
+        shard_id: str,
+        start: ExtendedSequenceNumber,
+        initial: InitialPosition,
+        settings: RetrievalSettings,
+        encode: Encoder,
+        log: logging.LoggerAdapter | logging.Logger,
+        *,
+        prefetch: int = 3,
+        measure_bytes: bool = True,
+        backoff: Backoff = Backoff(base_s=0.2, cap_s=10.0),
+        rng: random.Random | None = None,
+    ):
+        self.kinesis = kinesis
+        self.stream_name = stream_name
+        self.shard_id = shard_id
+        self.start_position = start
+        self.initial = initial
+        self.settings = settings
+        self.encode = encode
+        self.measure_bytes = measure_bytes  # Fetched.data_bytes, for the metrics only: off when they are
+        self.log = log
+        self.backoff = backoff
+        self.rng = rng or random.Random()
+        self.results: "queue.Queue[FetchResult]" = queue.Queue(maxsize=max(1, prefetch))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"fetch-{shard_id}", daemon=True)
+        self._last_read: str | None = None  # sequence number of the last Kinesis record read
+        # the first records read start at the checkpoint: those at or below it are dropped
+        self._after: ExtendedSequenceNumber | None = None if start.is_sentinel else start
+        self.get_records_calls = 0
+
+    # -- the consumer's side -----------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def next(self, timeout: float) -> FetchResult | None:
+        try:
+            return self.results.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def stop(self, wait_s: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(wait_s)
+
+    # -- the thread --------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._poll()
+        except KclMpError as exc:
+            self._put(FetchFailed(exc))
+        except Exception as exc:  # a bug must not leave the worker waiting forever
+            self.log.exception("fetcher for %s failed", self.shard_id)
+            self._put(FetchFailed(DependencyError(f"fetcher crashed: {exc!r}", retriable=False)))
+
+    def _put(self, item: FetchResult) -> bool:
+        while not self._stop.is_set():
+            try:
+                self.results.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _sleep(self, seconds: float) -> bool:
+        """Sleep unless stopped; False when stopping."""
+        return not self._stop.wait(max(0.0, seconds))
+
+    def _hand_over(self, records: list[dict[str, Any]], behind: int | None) -> bool:
+        """Queue one page of records for the processor (waits while the queue is full: the
+        backpressure); False when stopping."""
+        users: list[UserRecord] = []
+        if records:
+            self._last_read = records[-1]["SequenceNumber"]
+            users = user_records(records, self._after)
+            self._after = None
+        if users or self.settings.call_process_records_even_for_empty_record_list:
+            size = data_bytes(users) if self.measure_bytes else 0
+            return self._put(Fetched(self.encode(users, behind), len(users), behind, size))
+        return True
+
+    def _poll(self) -> None:
+        iterator = self._iterator()
+        idle_s = self.settings.idle_time_between_reads_ms / 1000.0
+        threshold = self.settings.millis_behind_latest_threshold_for_reduced_tps_ms
+        attempt = 0
+        next_call = 0.0
+        while not self._stop.is_set():
+            if not self._sleep(next_call - time.monotonic()):
+                return
+            call_started = time.monotonic()
+            try:
+                response = self.kinesis.get_records(ShardIterator=iterator, Limit=self.settings.max_records)
+                self.get_records_calls += 1
+            except AWS_ERRORS as exc:
+                error = translate(exc, f"GetRecords on {self.shard_id}")
+                if error_code(exc) in _EXPIRED:
+                    self.log.info("shard iterator expired; re-positioning after %s", self._last_read or "the checkpoint")
+                    iterator = self._iterator()
+                    continue
+                if not error.retriable:
+                    raise error from exc
+                delay = self.backoff.next_delay(attempt, self.rng)
+                attempt += 1
+                self.log.warning("%s; retrying in %.2f s (attempt %d)", error, delay, attempt)
+                next_call = time.monotonic() + delay
+                continue
+            attempt = 0
+            behind = response.get("MillisBehindLatest")
+            if not self._hand_over(response.get("Records", []), behind):
+                return
+            iterator = response.get("NextShardIterator")
+            if iterator is None:
+                self._put(ShardEnded(tuple(response.get("ChildShards", ()))))
+                return
+            wait = idle_s
+            if threshold and behind is not None and behind < threshold:
+                wait += idle_s  # near the tip: read less often (millisBehindLatestThresholdForReducedTps)
+            next_call = call_started + wait
+
+    def _position(self) -> tuple[str, str | None, datetime | None]:
+        """Where to read from: (type, sequence number, timestamp), after the last record
+        read if any, else at the lease's checkpoint (GetShardIterator's and SubscribeToShard's
+        position types have the same names)."""
+        if self._last_read is not None:
+            return "AFTER_SEQUENCE_NUMBER", self._last_read, None
+        position = self.start_position.sequence_number
+        if position in (TRIM_HORIZON, LATEST):
+            return position, None, None
+        if position == AT_TIMESTAMP:
+            if self.initial.timestamp is None:
+                raise DependencyError(
+                    f"lease {self.shard_id} is at AT_TIMESTAMP but no initialPositionInStreamExtended is configured",
+                    retriable=False,
+                )
+            return "AT_TIMESTAMP", None, datetime.fromtimestamp(self.initial.timestamp, tz=timezone.utc)
+        if position == SHARD_END:
+            raise DependencyError(f"lease {self.shard_id} is already at SHARD_END", retriable=False)
+        return "AT_SEQUENCE_NUMBER", position, None
+
+    def _iterator(self) -> str:
+        kind, sequence, stamp = self._position()
+        kwargs: dict[str, Any] = {"StreamName": self.stream_name, "ShardId": self.shard_id, "ShardIteratorType": kind}
+        if sequence is not None:
+            kwargs["StartingSequenceNumber"] = sequence
+        if stamp is not None:
+            kwargs["Timestamp"] = stamp
+        attempt = 0
+        for _ in range(1000):  # bounded: about an hour at the backoff cap
+            try:
+                return self.kinesis.get_shard_iterator(**kwargs)["ShardIterator"]
+            except AWS_ERRORS as exc:
+                error = translate(exc, f"GetShardIterator on {self.shard_id}")
+                if not error.retriable:
+                    raise error from exc
+                delay = self.backoff.next_delay(attempt, self.rng)
+                attempt += 1
+                self.log.warning("%s; retrying in %.2f s", error, delay)
+                if not self._sleep(delay):
+                    raise DependencyError("stopped while getting a shard iterator") from exc
+        raise DependencyError(f"GetShardIterator on {self.shard_id} kept failing", retriable=True)

@@ -1,0 +1,1 @@
+"""The host process: the loop that owns leases, starts shard workers and acts on their exits."""

@@ -1,0 +1,1 @@
+"""The shard worker process: fetches a shard, drives its processor child, writes its checkpoints."""
