@@ -36,7 +36,7 @@ MAGIC_BASE64 = base64.b64encode(MAGIC)[:5].decode()  # "84maw": fixed for any da
 
 UserRecord = tuple[str, str, str, int, int]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("kcl_mp.deaggregate")
 
 
 def _arrival_ms(stamp: Any) -> int:
