@@ -254,5 +254,24 @@ def _next_handoff(books: _Books, settling: AbstractSet[str]) -> tuple[str, str, 
     return None
 
 
+def written_counters(plan: AssignmentPlan, leases: Mapping[str, Lease]) -> dict[str, int]:
+    """The counter each moved lease has once its new owner may start it: an assignment
+    writes counter + 1; a handoff leaves the counter and the old owner's release (its
+    final checkpoint) adds 1."""
+    return {m.key: leases[m.key].counter + 1 for m in plan.moves if m.key in leases}
+
+
+def settling(written: Mapping[str, int], leases: Mapping[str, Lease]) -> frozenset[str]:
+    """The leases the leader moved whose new owner has not renewed them yet (counter not past
+    ``written_counters``): a handoff of one of them would wait for the graceful timeout, as
+    the old owner has nothing to checkpoint. Leases gone or given to another owner since
+    drop out.
+
+    >>> settling({"s0": 3, "s1": 3}, {"s0": Lease("s0", "B", 3), "s1": Lease("s1", "B", 4)})
+    frozenset({'s0'})
+    """
+    return frozenset(k for k, c in written.items() if k in leases and leases[k].counter <= c)
+
+
 def spread(counts: Mapping[str, int]) -> int:
     return max(counts.values()) - min(counts.values()) if counts else 0
