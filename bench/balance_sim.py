@@ -21,8 +21,7 @@ The 3.x columns (kcl_mp.devtools.fleet_sim.LeaderFleet: a leader running
 kcl_mp.leases.assignment every leaseAssignmentIntervalMillis, 20 s here, about one take
 interval): assignment rounds from the event to the last round that moved a lease, seconds
 until every lease is processed by its owner with max - min <= 1, lease moves (cold: every
-lease assigned once, plus the handoffs away from the leader, which alone reports metrics
-in the first round), and leases that went back to a worker they had left ("b&f"). A crash
+lease assigned once when metrics come before the second round), and leases that went back to a worker they had left ("b&f"). A crash
 takes the leader too (w0): its successor waits out the lock's 120 s first.
 """
 

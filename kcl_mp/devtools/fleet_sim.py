@@ -197,8 +197,9 @@ def _back_and_forth(owners: dict[str, list[str]]) -> int:
 
 class LeaderFleet:
     """A KCL 3.x fleet of kcl-mp workers: one leader runs ``assignment.plan_assignment``
-    every leaseAssignmentIntervalMillis (2 x failoverTimeMillis); workers publish their
-    metrics every 30 s (no CPU metric: balance by load), find the leases assigned to them
+    every leaseAssignmentIntervalMillis (2 x failoverTimeMillis), the first at once; workers
+    publish their metrics 2 s after start and then every 30 s (no CPU metric: balance by
+    load), so a cold start's first round sees nobody, as in Java; they find the leases assigned to them
     every interval / 2 - epsilon (Java's LeaseDiscoverer) and renew them every renew
     interval. A handoff sets ``checkpoint_owner``; the old owner gives the lease up at its
     next renewal (it checkpoints), and the new owner starts at its next discovery. The
@@ -208,6 +209,7 @@ class LeaderFleet:
     owner it read, ``scan_latency_s`` after its scan, one every ``write_s``.
     """
 
+    METRICS_FIRST_S = 2.0  # Java: first report after 2 x inMemoryWorkerMetricsCaptureFrequencyMillis
     METRICS_S = 30.0
     METRICS_LIVE_S = 60.0
     LOCK_S = 120.0
@@ -240,7 +242,7 @@ class LeaderFleet:
         for name in names:
             begin = at + self.rng.uniform(0, jitter_s)
             self.workers[name] = SimWorker(name, random.Random(self.rng.random()))
-            self._push(begin, "publish", name)
+            self._push(begin + self.METRICS_FIRST_S, "publish", name)
             self._push(begin + self.rng.uniform(0, self.discover_s), "discover", name)
             self._push(begin + self.rng.uniform(0, self.settings.renew_interval_s), "renew", name)
             if self.leader is None or (before is None and begin < self._leader_since):
