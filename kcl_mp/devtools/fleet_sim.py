@@ -229,6 +229,7 @@ class LeaderFleet:
         self._leader_since = math.inf
         self.observations: dict[str, balance.Observation] = {}
         self.written: dict[str, int] = {}  # leases moved, not yet renewed by their new owner
+        self.left: dict[str, set[str]] = {}  # lease -> workers the leader handed it away from
         self.now = 0.0
         self.scan_latency_s, self.write_s = scan_latency_s, write_s
         self._events: list[tuple[float, int, str, str, object]] = []
@@ -316,7 +317,9 @@ class LeaderFleet:
         live = [assignment.WorkerLoad(n) for n, at in sorted(self.metrics_at.items())
                 if self.now - at <= self.METRICS_LIVE_S]
         unstarted = assignment.settling(self.written, snapshot)
-        plan = assignment.plan_assignment(loads, live, self.assignment, self.rng, unstarted)
+        plan = assignment.plan_assignment(loads, live, self.assignment, self.rng, unstarted, self.left)
+        for move in plan.handoffs:
+            self.left.setdefault(move.key, set()).add(move.owner or "")
         self.written = {k: c for k, c in self.written.items() if k in unstarted}
         self.written.update(assignment.written_counters(plan, snapshot))
         self.rounds.append((self.now, len(plan.moves)))

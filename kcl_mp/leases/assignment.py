@@ -8,12 +8,14 @@ into a plan of conditional writes, as the Java KCL's LeaseAssignmentManager does
    A lease's *load* is its ``throughputKBps``, or the average known one when it has none,
    plus 1% of that average (at least 0.01), so leases of no measured traffic still count
    and equal loads reduce to counting leases.
-2. *Capacity*: every worker 1, unless every worker reports a utilisation (CPU) and one of
-   them is outside the average +- reBalanceThresholdPercentage or above its operating
-   range. Then a worker's capacity follows the load it carries per utilisation point
-   (load / utilisation, Java's linear extrapolation), moved towards 1 by
-   dampeningPercentage: ``1 + dampening * (speed / mean speed - 1)``. A worker is *filled*
-   to load / capacity.
+2. *Capacity*: every worker 1 unless every worker reports a utilisation (CPU). Then a
+   worker's capacity follows the load it carries per utilisation point (load /
+   utilisation, Java's linear extrapolation), moved towards 1 by dampeningPercentage:
+   ``1 + dampening * (speed / mean speed - 1)`` (a worker with no load counts as the slowest,
+   so single leases do not wander between idle workers), and the round rebalances (step 4) only
+   when a utilisation is outside the average +- reBalanceThresholdPercentage or above its
+   operating range: utilisations inside that band are balanced, whatever the counts. A
+   worker is *filled* to load / capacity.
 3. *Assign*: unowned leases, expired ones (counter still for failoverTimeMillis by the
    leader's clock) and leases whose owner is not a worker, heaviest first, each to the least
    filled worker under maxLeasesForWorker and maxThroughputPerHostKBps (fewest leases, then
@@ -24,10 +26,11 @@ into a plan of conditional writes, as the Java KCL's LeaseAssignmentManager does
    least filled, the heaviest lease whose move leaves the receiver strictly below the
    donor's fill before the move, by a margin of reBalanceThresholdPercentage of that lease
    (``(load_b + w) / c_b + margin < load_a / c_a``). Leases being handed over, those
-   assigned this round and those in ``settling`` (moved in recent rounds, so the fleet
-   sees them processed first) stay put.
+   assigned this round and those in ``settling`` (moved, not yet renewed by their new
+   owner: ``settling()``) stay put, and no lease goes back to a worker in ``left[key]``
+   (the workers the leader handed it away from), whatever the metrics say next.
 
-Why it settles and never undoes a move: with fixed capacities the reverse move would need
+Why it settles and never undoes a move (``left`` aside): with fixed capacities the reverse move would need
 ``load_a / c_a < (load_b + w) / c_b``, the negation of the move's own condition; every move
 lowers the sum of squared fills, so a round ends. With equal loads and capacities the rule
 reads ``count_b + 1 < count_a - 0.1``: moves stop exactly at ``max - min <= 1``. Every
@@ -129,29 +132,30 @@ def _weights(leases: Sequence[LeaseLoad]) -> dict[str, float]:
             for lease in leases}
 
 
-def _capacities(workers: Sequence[WorkerLoad], load: Mapping[str, float], settings: AssignmentSettings) -> dict[str, float]:
+def _capacities(workers: Sequence[WorkerLoad], load: Mapping[str, float],
+                settings: AssignmentSettings) -> tuple[dict[str, float], bool]:
+    """Each worker's capacity, and whether this round may rebalance (module docstring, step 2)."""
     even = {w.worker_id: 1.0 for w in workers}
     utilisations = [w.utilisation for w in workers]
-    if not workers or any(u is None for u in utilisations) or sum(load.values()) <= 0:
-        return even
+    if not workers or any(u is None for u in utilisations):
+        return even, True
     mean = sum(u for u in utilisations if u is not None) / len(workers)
     band = settings.rebalance_threshold_percentage / 100.0
-    if all(mean * (1 - band) <= (w.utilisation or 0) <= mean * (1 + band) and (w.utilisation or 0) <= w.max_utilisation
-           for w in workers):
-        return even
+    inside = all(mean * (1 - band) <= (w.utilisation or 0) <= mean * (1 + band)
+                 and (w.utilisation or 0) <= w.max_utilisation for w in workers)
     speeds = {w.worker_id: load[w.worker_id] / w.utilisation for w in workers
               if w.utilisation and load[w.worker_id] > 0}
     if not speeds:
-        return even
+        return even, not inside
     mean_speed = sum(speeds.values()) / len(speeds)
     damp = settings.dampening_percentage / 100.0
     out = {}
     for w in workers:
-        speed = speeds.get(w.worker_id, mean_speed)
+        speed = speeds.get(w.worker_id, min(speeds.values()))  # unmeasured: no better than the slowest
         if w.utilisation is not None and w.utilisation > w.max_utilisation:
             speed *= w.max_utilisation / w.utilisation  # above its range: aim it back inside
         out[w.worker_id] = max(0.05, 1 + damp * (speed / mean_speed - 1))
-    return out
+    return out, not inside
 
 
 class _Books:
@@ -186,7 +190,8 @@ class _Books:
 
 
 def plan_assignment(leases: Sequence[LeaseLoad], workers: Sequence[WorkerLoad], settings: AssignmentSettings,
-                    rng: random.Random, settling: AbstractSet[str] = frozenset()) -> AssignmentPlan:
+                    rng: random.Random, settling: AbstractSet[str] = frozenset(),
+                    left: Mapping[str, AbstractSet[str]] | None = None) -> AssignmentPlan:
     """One round of the leader's assignment (the module docstring has the rule)."""
     ids = sorted({w.worker_id for w in workers})
     if not ids:
@@ -199,7 +204,7 @@ def plan_assignment(leases: Sequence[LeaseLoad], workers: Sequence[WorkerLoad], 
             books.give(lease.key, None, lease.owner)
         else:
             pool.append(lease)
-    books.capacity = _capacities(workers, books.load, settings)
+    books.capacity, rebalance = _capacities(workers, books.load, settings)
     # A worker that let one of its leases expire while reporting metrics receives nothing
     # this round (unless nobody else can): it may be stuck, and giving it leases back churns.
     books.suspects = {lease.owner for lease in pool if lease.owner in books.held}
@@ -219,8 +224,8 @@ def plan_assignment(leases: Sequence[LeaseLoad], workers: Sequence[WorkerLoad], 
         moves.append(Move(lease.key, lease.owner, to, handoff=False))
 
     handoffs = 0
-    for _ in range(len(leases) + 1):  # each move lowers the sum of squared fills: bounded
-        move = _next_handoff(books, settling | {m.key for m in moves})
+    for _ in range(len(leases) + 1 if rebalance else 0):  # each move lowers the sum of squared fills
+        move = _next_handoff(books, settling | {m.key for m in moves}, left or {})
         if move is None:
             break
         key, frm, to = move
@@ -234,7 +239,8 @@ def plan_assignment(leases: Sequence[LeaseLoad], workers: Sequence[WorkerLoad], 
     return AssignmentPlan(tuple(moves), tuple(sorted(spill)), counts, reason)
 
 
-def _next_handoff(books: _Books, settling: AbstractSet[str]) -> tuple[str, str, str] | None:
+def _next_handoff(books: _Books, settling: AbstractSet[str],
+                  left: Mapping[str, AbstractSet[str]]) -> tuple[str, str, str] | None:
     """The most filled donor, the least filled receiver that can take one of its leases,
     and the heaviest such lease meeting the move condition (module docstring, step 4)."""
     margin = books.settings.rebalance_threshold_percentage / 100.0
@@ -248,7 +254,7 @@ def _next_handoff(books: _Books, settling: AbstractSet[str]) -> tuple[str, str, 
                 break
             for key in movable:
                 w = books.weight[key]
-                if (books.room(receiver, key)
+                if (receiver not in left.get(key, ()) and books.room(receiver, key)
                         and books.fill(receiver, w) + margin * w / books.capacity[receiver] < books.fill(donor)):
                     return key, donor, receiver
     return None

@@ -20,7 +20,8 @@ def _run(case: dict):
     workers = [WorkerLoad(w, u, m) for w, u, m in case["workers"]]
     leases = [LeaseLoad(k, o, t, e, h) for k, o, t, e, h in case["leases"]]
     return plan_assignment(leases, workers, AssignmentSettings(**case.get("settings", {})),
-                           random.Random(case["seed"]), frozenset(case.get("settling", ())))
+                           random.Random(case["seed"]), frozenset(case.get("settling", ())),
+                           {k: set(v) for k, v in case.get("left", {}).items()})
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["comment"][:80] for c in CASES])
@@ -94,3 +95,30 @@ def test_uneven_throughput_never_ping_pongs(n, kbps, seed) -> None:
             moved.setdefault(m.key, []).append(m.owner)
         leases = _apply(leases, plan)
     assert not plan_assignment(leases, workers, AssignmentSettings(), random.Random(seed)).moves
+
+
+@hyp_settings(max_examples=30, deadline=None)
+@given(st.integers(2, 6), st.lists(st.floats(1, 100), min_size=12, max_size=120), st.integers(0, 2**16))
+def test_cpu_driven_fleet_settles_without_returns(n, kbps, seed) -> None:
+    """Closed loop: each worker's CPU follows the load it carries at its own (hidden) speed;
+    rounds rebalance by utilisation, no lease goes back to a worker it left, and moves stop.
+    (With fewer leases than workers a single lease can overload any worker it lands on;
+    ``left`` still bounds its moves to one per worker.)"""
+    rng = random.Random(seed)
+    ids = [f"w{i}" for i in range(n)]
+    speed = {w: rng.uniform(0.5, 2.0) for w in ids}
+    leases = [LeaseLoad(f"s{i:03d}", rng.choice(ids), t) for i, t in enumerate(kbps)]
+    left: dict[str, set[str]] = {}
+    moves_per_round = []
+    for round_ in range(12):
+        load = {w: 0.0 for w in ids}
+        for lease in leases:
+            load[lease.owner] += lease.throughput_kbps
+        workers = [WorkerLoad(w, 5 + 60 * load[w] * n / (speed[w] * sum(load.values()))) for w in ids]
+        plan = plan_assignment(leases, workers, AssignmentSettings(), random.Random(seed + round_), frozenset(), left)
+        for m in plan.moves:
+            assert m.handoff and m.to not in left.get(m.key, ())
+            left.setdefault(m.key, set()).add(m.owner)
+        leases = _apply(leases, plan)
+        moves_per_round.append(len(plan.moves))
+    assert not any(moves_per_round[-4:]), moves_per_round
