@@ -11,9 +11,9 @@ into a plan of conditional writes, as the Java KCL's LeaseAssignmentManager does
 2. *Capacity*: every worker 1 unless every worker reports a utilisation (CPU). Then a
    worker's capacity follows the load it carries per utilisation point (load /
    utilisation, Java's linear extrapolation), moved towards 1 by dampeningPercentage:
-   ``1 + dampening * (speed / mean speed - 1)`` (a worker with no load counts as the slowest,
-   so single leases do not wander between idle workers), and the round rebalances (step 4) only
-   when a utilisation is outside the average +- reBalanceThresholdPercentage or above its
+   ``1 + dampening * (speed / mean speed - 1)`` (a worker with no load counts as the
+   slowest, so single leases do not wander between idle workers), and the round rebalances
+   (step 4) only when a utilisation is outside the average +- reBalanceThresholdPercentage or above its
    operating range: utilisations inside that band are balanced, whatever the counts. A
    worker is *filled* to load / capacity.
 3. *Assign*: unowned leases, expired ones (counter still for failoverTimeMillis by the
@@ -28,9 +28,10 @@ into a plan of conditional writes, as the Java KCL's LeaseAssignmentManager does
    (``(load_b + w) / c_b + margin < load_a / c_a``). Leases being handed over, those
    assigned this round and those in ``settling`` (moved, not yet renewed by their new
    owner: ``settling()``) stay put, and no lease goes back to a worker in ``left[key]``
-   (the workers the leader handed it away from), whatever the metrics say next.
+   (the workers the leader handed it away from), whatever the metrics say next: capacities
+   measured from CPU change between rounds, and ``left`` keeps that from undoing a move.
 
-Why it settles and never undoes a move (``left`` aside): with fixed capacities the reverse move would need
+Why it settles and never undoes a move: with fixed capacities the reverse move would need
 ``load_a / c_a < (load_b + w) / c_b``, the negation of the move's own condition; every move
 lowers the sum of squared fills, so a round ends. With equal loads and capacities the rule
 reads ``count_b + 1 < count_a - 0.1``: moves stop exactly at ``max - min <= 1``. Every
@@ -245,7 +246,8 @@ def _next_handoff(books: _Books, settling: AbstractSet[str],
     and the heaviest such lease meeting the move condition (module docstring, step 4)."""
     margin = books.settings.rebalance_threshold_percentage / 100.0
     ids = list(books.held)
-    receivers = sorted((x for x in ids if x not in books.suspects), key=lambda x: (books.fill(x), len(books.held[x]), x))
+    receivers = sorted((x for x in ids if x not in books.suspects),
+                       key=lambda x: (books.fill(x), len(books.held[x]), x))
     for donor in sorted(ids, key=lambda x: (-books.fill(x), x)):
         movable = sorted((k for k in books.held[donor] if not books.by_key[k].handing_over and k not in settling),
                          key=lambda k: (-books.weight[k], k))
@@ -270,8 +272,7 @@ def written_counters(plan: AssignmentPlan, leases: Mapping[str, Lease]) -> dict[
 def settling(written: Mapping[str, int], leases: Mapping[str, Lease]) -> frozenset[str]:
     """The leases the leader moved whose new owner has not renewed them yet (counter not past
     ``written_counters``): a handoff of one of them would wait for the graceful timeout, as
-    the old owner has nothing to checkpoint. Leases gone or given to another owner since
-    drop out.
+    the old owner has nothing to checkpoint. Leases gone from the table drop out.
 
     >>> settling({"s0": 3, "s1": 3}, {"s0": Lease("s0", "B", 3), "s1": Lease("s1", "B", 4)})
     frozenset({'s0'})
