@@ -7,7 +7,7 @@ how every worker coordinates (docs/kcl3-facts.md section 2 has the Java sources)
     CLIENT_VERSION_INIT (PHASE1)     2.x rules     deterministic no       no       no
     CLIENT_VERSION_2X                2.x rules     deterministic no       no       no
     CLIENT_VERSION_UPGRADE_FROM_2X   2.x rules     deterministic no       yes      create
-    CLIENT_VERSION_3X_WITH_ROLLBACK  no            lock          leader   yes      create
+    CLIENT_VERSION_3X_WITH_ROLLBACK  no            lock          leader   yes      use
     CLIENT_VERSION_3X                no            lock          leader   yes      create, wait
 
 At start ``initial`` reads the item as Java's initializer does and says what to write when
@@ -68,7 +68,7 @@ class Role:
     takes: bool  # takes and steals by the 2.x rules
     lock_leader: bool  # leader elected through the lock item; else the 2.x deterministic leader
     publishes_metrics: bool
-    owner_index: str  # "none", "create" (do not wait), "wait" (create, start once ACTIVE)
+    owner_index: str  # none; use (made while upgrading); create (no wait); wait (create, start once ACTIVE)
 
     @property
     def name(self) -> str:
@@ -82,7 +82,8 @@ def role(version: ClientVersion) -> Role:
     """
     three = version in (ClientVersion.V3X, ClientVersion.V3X_WITH_ROLLBACK)
     metrics = three or version is ClientVersion.UPGRADE_FROM_2X
-    index = "wait" if version is ClientVersion.V3X else "create" if metrics else "none"
+    index = {ClientVersion.V3X: "wait", ClientVersion.V3X_WITH_ROLLBACK: "use",
+             ClientVersion.UPGRADE_FROM_2X: "create"}.get(version, "none")
     return Role(version, takes=not three, lock_leader=three, publishes_metrics=metrics, owner_index=index)
 
 

@@ -87,7 +87,7 @@ def test_roles() -> None:
         (True, False, False, "none"),  # INIT
         (True, False, True, "create"),  # UPGRADE_FROM_2X
         (True, False, False, "none"),  # 2X
-        (False, True, True, "create"),  # 3X_WITH_ROLLBACK
+        (False, True, True, "use"),  # 3X_WITH_ROLLBACK: the index was created while upgrading
         (False, True, True, "wait"),  # 3X
     ]
 
