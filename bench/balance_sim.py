@@ -1,4 +1,5 @@
-"""How many take intervals a fleet needs to balance, kcl-mp's rule beside the Java KCL's.
+"""How many take intervals a fleet needs to balance, kcl-mp's rule beside the Java KCL's,
+and how many assignment rounds a KCL 3.x fleet with a kcl-mp leader needs.
 
     .venv/bin/python bench/balance_sim.py [--quick] [--seeds N] [--max-steal K]
 
@@ -10,11 +11,18 @@ workers and M leases with the default timings (failoverTimeMillis 10000: renew e
     join   N/2 workers hold M leases, balanced; N/2 more start together
     crash  N workers hold M leases, balanced; N/4 of them die
 
-Per rule it prints the median over seeds of: take intervals from the event until the
+Per 2.x rule it prints the median over seeds of: take intervals from the event until the
 last lease move of a settled fleet (every lease owned by a live worker, max - min <= 1,
 no move for 5 intervals; ">" when not settled within the cap), lease moves, and leases
 that moved more than once (churn). Minimum moves: cold M - ceil(M/N)-ish, join about
 M/2, crash the dead workers' leases.
+
+The 3.x columns (kcl_mp.devtools.fleet_sim.LeaderFleet: a leader running
+kcl_mp.leases.assignment every leaseAssignmentIntervalMillis, 20 s here, about one take
+interval): assignment rounds from the event to the last round that moved a lease, seconds
+until every lease is processed by its owner with max - min <= 1, lease moves (cold: every
+lease assigned once when metrics come before the second round), and leases that went back to a worker they had left ("b&f"). A crash
+takes the leader too (w0): its successor waits out the lock's 120 s first.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kcl_mp.config import LeaseSettings  # noqa: E402
-from kcl_mp.devtools.fleet_sim import Fleet, Result  # noqa: E402
+from kcl_mp.devtools.fleet_sim import Fleet, LeaderFleet, Result  # noqa: E402
 
 MAX_CYCLES = 120
 
@@ -52,6 +60,35 @@ def run(scenario: str, leases: int, workers: int, rule: str, seed: int, max_stea
     return fleet.settle(event, MAX_CYCLES)
 
 
+def run_3x(scenario: str, leases: int, workers: int, seed: int) -> tuple[Result, float]:
+    """The 3.x fleet in ``scenario``: its result and the seconds until it was balanced."""
+    settings = LeaseSettings(table_name="t")
+    fleet = LeaderFleet(leases, settings, seed=seed)
+    if scenario == "cold":
+        fleet.mark()
+        fleet.start([f"w{i}" for i in range(workers)], at=0.0)
+        event = 0.0
+    else:
+        first = [f"w{i}" for i in range(workers // 2 if scenario == "join" else workers)]
+        fleet.start(first, at=0.0, jitter_s=1.0)
+        fleet.assign({key: first[i % len(first)] for i, key in enumerate(sorted(fleet.table))})
+        fleet.run_until(3 * fleet.interval_s)
+        event = fleet.now
+        fleet.mark()
+        if scenario == "join":
+            fleet.start([f"j{i}" for i in range(workers - len(first))], at=event)
+        else:
+            fleet.crash(first[: max(1, workers // 4)])
+    balanced_at = None
+    for _ in range(int(MAX_CYCLES * fleet.interval_s)):  # one-second steps, bounded
+        fleet.run_until(fleet.now + 1.0)
+        if fleet.balanced():
+            balanced_at = fleet.now
+            break
+    result = fleet.settle(event, MAX_CYCLES)
+    return result, (balanced_at - event) if balanced_at is not None else float("inf")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small fleets only")
@@ -63,7 +100,8 @@ def main() -> int:
         sizes = sizes[:2]
     print(f"maxLeasesToStealAtOneTime {args.max_steal}; medians over {args.seeds} seeds; cycles = take intervals")
     print(f"{'scenario':<8} {'M':>5} {'N':>4} | {'kcl-mp cycles':>13} {'moves':>6} {'churn':>5} | "
-          f"{'java cycles':>11} {'moves':>6} {'churn':>5} | {'cycles ratio':>12}")
+          f"{'java cycles':>11} {'moves':>6} {'churn':>5} | {'cycles ratio':>12} | "
+          f"{'3.x rounds':>10} {'seconds':>7} {'moves':>6} {'b&f':>4}")
     started = time.monotonic()
     for scenario in ("cold", "join", "crash"):
         for leases, workers in sizes:
@@ -77,8 +115,13 @@ def main() -> int:
                              statistics.median(r.repeat_moves for r in results), cycles)
             ours, java = row["kcl-mp"], row["java"]
             ratio = ours[3] / java[3] if java[3] else float("nan")
+            three = [run_3x(scenario, leases, workers, seed) for seed in range(args.seeds)]
+            rounds = ("" if all(r.settled for r, _ in three) else ">") + f"{statistics.median(r.rounds for r, _ in three):.0f}"
             print(f"{scenario:<8} {leases:>5} {workers:>4} | {ours[0]:>13} {ours[1]:>6.0f} {ours[2]:>5.0f} | "
-                  f"{java[0]:>11} {java[1]:>6.0f} {java[2]:>5.0f} | {ratio:>12.2f}", flush=True)
+                  f"{java[0]:>11} {java[1]:>6.0f} {java[2]:>5.0f} | {ratio:>12.2f} | "
+                  f"{rounds:>10} {statistics.median(t for _, t in three):>7.0f} "
+                  f"{statistics.median(r.moves for r, _ in three):>6.0f} "
+                  f"{max(r.back_and_forth for r, _ in three):>4}", flush=True)
     print(f"({time.monotonic() - started:.0f} s of simulation)")
     return 0
 

@@ -65,6 +65,21 @@ class CoordinatorState:
     modified_at_ms: int
     history: tuple[StateChange, ...]  # newest first
 
+    def attributes(self, name: str) -> dict[str, dict[str, Any]]:
+        """The item's state attributes as Java writes them (``name``: cv or tm; no key,
+        no entityType; ``h`` absent when the history is empty).
+
+        >>> CoordinatorState("CLIENT_VERSION_3X", "w1", 2, (StateChange("CLIENT_VERSION_INIT", "w1", 1),)
+        ...                  ).attributes("cv")["h"]
+        {'L': [{'M': {'cv': {'S': 'CLIENT_VERSION_INIT'}, 'mb': {'S': 'w1'}, 'mts': {'N': '1'}}}]}
+        """
+        out: dict[str, dict[str, Any]] = {name: {"S": self.value}, "mb": {"S": self.modified_by},
+                                          "mts": {"N": str(self.modified_at_ms)}}
+        if self.history:
+            out["h"] = {"L": [{"M": {name: {"S": c.value}, "mb": {"S": c.modified_by},
+                                     "mts": {"N": str(c.modified_at_ms)}}} for c in self.history]}
+        return out
+
 
 @dataclass(frozen=True)
 class WorkerMetrics:
