@@ -149,9 +149,9 @@ def _view(key: str, entity_type: str | None, item: Item) -> View | None:
         return LeaderLock(item["ownerName"]["S"], int(item["leaseDuration"]["S"]),
                           item["recordVersionNumber"]["S"], _s(item, "isReleased") == "1")
     if entity_type == CLIENT_VERSION_MIGRATION or (entity_type is None and key == MIGRATION_KEY):
-        return _state(item, "cv")
+        return state_view(item, "cv")
     if entity_type == TABLE_MIGRATION or (entity_type is None and key == TABLE_MIGRATION_KEY):
-        return _state(item, "tm")
+        return state_view(item, "tm")
     if entity_type == WORKER_METRIC_STATS:
         return WorkerMetrics(
             worker_id=key,
@@ -164,7 +164,8 @@ def _view(key: str, entity_type: str | None, item: Item) -> View | None:
     return None
 
 
-def _state(item: Item, name: str) -> CoordinatorState:
+def state_view(item: Item, name: str) -> CoordinatorState:
+    """A state row (Migration3.0: ``cv``, TableMigration3.5: ``tm``) as Java's MigrationState reads it."""
     history = tuple(StateChange(entry["M"][name]["S"], entry["M"]["mb"]["S"], int(entry["M"]["mts"]["N"]))
                     for entry in item.get("h", {}).get("L", ()))
     return CoordinatorState(item[name]["S"], item["mb"]["S"], int(item["mts"]["N"]), history)
