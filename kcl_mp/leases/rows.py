@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from decimal import Decimal
 from typing import Any, Iterable, Mapping, Union
 
 from kcl_mp.leases.lease import ENTITY_TYPE, LEASE_KEY, Lease, not_a_lease
@@ -182,3 +183,20 @@ def _m(item: Item, name: str) -> Mapping[str, Any]:
 
 def _utc(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def java_double(value: float) -> str:
+    """A number as Java's Double.toString writes it (the KCL stores doubles so: DynamoUtils,
+    the enhanced client): plain with at least one decimal from 1e-3 to 1e7, else d.dddE±n.
+
+    >>> [java_double(v) for v in (12.5, 100.0, -1.0, 0.0, 0.0001, 12345678.9)]
+    ['12.5', '100.0', '-1.0', '0.0', '1.0E-4', '1.23456789E7']
+    """
+    magnitude = abs(value)
+    if magnitude == 0 or 1e-3 <= magnitude < 1e7:
+        text = repr(float(value))
+        return text if "." in text or "e" in text else text + ".0"
+    sign, digits, exponent = Decimal(repr(float(value))).normalize().as_tuple()
+    assert isinstance(exponent, int)  # finite: NaN and infinity are not DynamoDB numbers
+    fraction = "".join(map(str, digits[1:])) or "0"
+    return f"{'-' if sign else ''}{digits[0]}.{fraction}E{len(digits) - 1 + exponent}"
