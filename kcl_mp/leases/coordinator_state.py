@@ -192,54 +192,49 @@ class CoordinatorStateStore:
             wanted = initial_client_version(state.value if state else None, config)
             if state is not None and state.value == wanted:
                 return state
-            if state is None:
-                now = self.clock_ms()
-                fresh = CoordinatorState(INIT, self.worker_id, now, ())
-                if self._create(_advance(fresh, wanted, self.worker_id, now)):
-                    return _advance(fresh, wanted, self.worker_id, now)
-            elif (moved := self.set_client_version(state, wanted)) is not None:
+            moved = _advance(state or CoordinatorState(INIT, self.worker_id, self.clock_ms(), ()), wanted,
+                             self.worker_id, self.clock_ms())
+            if self.write_client_version(moved, state.value if state else None):
                 return moved
             time.sleep(0.1)  # lost a race with another worker: read again
         raise DependencyError(f"could not settle {MIGRATION_KEY} in {self.table} after {_INIT_RETRIES} tries")
 
     def set_client_version(self, state: CoordinatorState, version: str) -> CoordinatorState | None:
-        """Move the fleet from ``state`` (as read) to ``version``, as Java's leader and
-        initializer write it; None if another worker changed it first."""
+        """Move the fleet from ``state`` (as read) to ``version``, as Java's leader writes a
+        flip or a rollback; None if another worker changed it first."""
         moved = _advance(state, version, self.worker_id, self.clock_ms())
-        key = self.tables.coordinator_key
-        names = {"#k": key, "#cv": "cv", "#mb": "mb", "#mts": "mts", "#h": "h"}
-        values = {":key": {"S": MIGRATION_KEY}, ":old": {"S": state.value}, **_values(moved)}
-        update = "SET #cv = :cv, #mb = :mb, #mts = :mts, #h = :h"
-        if self.tables.java35:
-            names["#et"] = ENTITY_TYPE
-            values[":et"] = {"S": CLIENT_VERSION_MIGRATION}
-            update += ", #et = :et"
-        try:
-            self.client.update_item(TableName=self.table, Key={key: {"S": MIGRATION_KEY}}, UpdateExpression=update,
-                                    ConditionExpression="#k = :key AND #cv = :old",
-                                    ExpressionAttributeNames=names, ExpressionAttributeValues=values)
-        except AWS_ERRORS as exc:
-            if is_conditional_failure(exc):
-                return None
-            raise translate(exc, f"setting {MIGRATION_KEY} to {version} in {self.table}") from exc
-        return moved
+        return moved if self.write_client_version(moved, state.value) else None
 
-    def _create(self, state: CoordinatorState) -> bool:
+    def write_client_version(self, state: CoordinatorState, expected: str | None) -> bool:
+        """Store ``state`` as the ``Migration3.0`` item: created when ``expected`` is None,
+        else updated only if ``cv`` still says ``expected``; False when the race was lost."""
         key = self.tables.coordinator_key
-        item = {key: {"S": MIGRATION_KEY}, "cv": {"S": state.value}, "mb": {"S": state.modified_by},
-                "mts": {"N": str(state.modified_at_ms)}}
-        if state.history:
-            item["h"] = _values(state)[":h"]
+        attributes = {"cv": {"S": state.value}, "mb": {"S": state.modified_by},
+                      "mts": {"N": str(state.modified_at_ms)}}
+        if state.history:  # Java writes h only when it has entries
+            attributes["h"] = {"L": [{"M": {"cv": {"S": c.value}, "mb": {"S": c.modified_by},
+                                            "mts": {"N": str(c.modified_at_ms)}}} for c in state.history]}
         if self.tables.java35:
-            item[ENTITY_TYPE] = {"S": CLIENT_VERSION_MIGRATION}
+            attributes[ENTITY_TYPE] = {"S": CLIENT_VERSION_MIGRATION}
         try:
-            self.client.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(#k)",
-                                 ExpressionAttributeNames={"#k": key})
+            if expected is None:
+                self.client.put_item(TableName=self.table, Item={key: {"S": MIGRATION_KEY}, **attributes},
+                                     ConditionExpression="attribute_not_exists(#k)",
+                                     ExpressionAttributeNames={"#k": key})
+            else:
+                names = {f"#a{i}": name for i, name in enumerate(attributes)}
+                self.client.update_item(
+                    TableName=self.table, Key={key: {"S": MIGRATION_KEY}},
+                    UpdateExpression="SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(attributes))),
+                    ConditionExpression="#k = :key AND #cv = :old",
+                    ExpressionAttributeNames={"#k": key, "#cv": "cv", **names},
+                    ExpressionAttributeValues={":key": {"S": MIGRATION_KEY}, ":old": {"S": expected},
+                                               **{f":a{i}": v for i, v in enumerate(attributes.values())}})
             return True
         except AWS_ERRORS as exc:
             if is_conditional_failure(exc):
                 return False
-            raise translate(exc, f"creating {MIGRATION_KEY} in {self.table}") from exc
+            raise translate(exc, f"writing {MIGRATION_KEY} ({state.value}) in {self.table}") from exc
 
 
 def _advance(state: CoordinatorState, version: str, worker_id: str, now_ms: int) -> CoordinatorState:
@@ -247,9 +242,3 @@ def _advance(state: CoordinatorState, version: str, worker_id: str, now_ms: int)
     entry = StateChange(state.value, state.modified_by, state.modified_at_ms)
     return CoordinatorState(version, worker_id, now_ms, ((entry,) + state.history)[:MAX_HISTORY])
 
-
-def _values(state: CoordinatorState) -> dict[str, Any]:
-    history = [{"M": {"cv": {"S": c.value}, "mb": {"S": c.modified_by}, "mts": {"N": str(c.modified_at_ms)}}}
-               for c in state.history]
-    return {":cv": {"S": state.value}, ":mb": {"S": state.modified_by}, ":mts": {"N": str(state.modified_at_ms)},
-            ":h": {"L": history}}
