@@ -209,7 +209,7 @@ class CoordinatorStateStore:
         """Store ``state`` as the ``Migration3.0`` item: created when ``expected`` is None,
         else updated only if ``cv`` still says ``expected``; False when the race was lost."""
         key = self.tables.coordinator_key
-        attributes = {"cv": {"S": state.value}, "mb": {"S": state.modified_by},
+        attributes: dict[str, Any] = {"cv": {"S": state.value}, "mb": {"S": state.modified_by},
                       "mts": {"N": str(state.modified_at_ms)}}
         if state.history:  # Java writes h only when it has entries
             attributes["h"] = {"L": [{"M": {"cv": {"S": c.value}, "mb": {"S": c.modified_by},
