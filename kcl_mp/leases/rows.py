@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from decimal import Decimal
 from typing import Any, Iterable, Mapping, Union
 
 from kcl_mp.leases.lease import ENTITY_TYPE, LEASE_KEY, Lease, not_a_lease
@@ -164,9 +165,9 @@ def _view(key: str, entity_type: str | None, item: Item) -> View | None:
         return LeaderLock(item["ownerName"]["S"], int(item["leaseDuration"]["S"]),
                           item["recordVersionNumber"]["S"], _s(item, "isReleased") == "1")
     if entity_type == CLIENT_VERSION_MIGRATION or (entity_type is None and key == MIGRATION_KEY):
-        return _state(item, "cv")
+        return state_view(item, "cv")
     if entity_type == TABLE_MIGRATION or (entity_type is None and key == TABLE_MIGRATION_KEY):
-        return _state(item, "tm")
+        return state_view(item, "tm")
     if entity_type == WORKER_METRIC_STATS:
         return WorkerMetrics(
             worker_id=key,
@@ -179,7 +180,8 @@ def _view(key: str, entity_type: str | None, item: Item) -> View | None:
     return None
 
 
-def _state(item: Item, name: str) -> CoordinatorState:
+def state_view(item: Item, name: str) -> CoordinatorState:
+    """A state row (Migration3.0: ``cv``, TableMigration3.5: ``tm``) as Java's MigrationState reads it."""
     history = tuple(StateChange(entry["M"][name]["S"], entry["M"]["mb"]["S"], int(entry["M"]["mts"]["N"]))
                     for entry in item.get("h", {}).get("L", ()))
     return CoordinatorState(item[name]["S"], item["mb"]["S"], int(item["mts"]["N"]), history)
@@ -196,3 +198,20 @@ def _m(item: Item, name: str) -> Mapping[str, Any]:
 
 def _utc(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def java_double(value: float) -> str:
+    """A number as Java's Double.toString writes it (the KCL stores doubles so: DynamoUtils,
+    the enhanced client): plain with at least one decimal from 1e-3 to 1e7, else d.dddE±n.
+
+    >>> [java_double(v) for v in (12.5, 100.0, -1.0, 0.0, 0.0001, 12345678.9)]
+    ['12.5', '100.0', '-1.0', '0.0', '1.0E-4', '1.23456789E7']
+    """
+    magnitude = abs(value)
+    if magnitude == 0 or 1e-3 <= magnitude < 1e7:
+        text = repr(float(value))
+        return text if "." in text or "e" in text else text + ".0"
+    sign, digits, exponent = Decimal(repr(float(value))).normalize().as_tuple()
+    assert isinstance(exponent, int)  # finite: NaN and infinity are not DynamoDB numbers
+    fraction = "".join(map(str, digits[1:])) or "0"
+    return f"{'-' if sign else ''}{digits[0]}.{fraction}E{len(digits) - 1 + exponent}"

@@ -13,7 +13,7 @@ each write is also conditioned on the item being a lease, as the paragraph after
                                 [ADD ownerSwitchesSinceCheckpoint 1 when the owner changes]
                                 REMOVE checkpointOwner
     renew           UpdateItem  leaseCounter = :c AND holds
-                                SET leaseCounter = :c + 1
+                                SET leaseCounter = :c + 1 [, throughputKBps = :kbps (KCL 3.x)]
     handoff start   UpdateItem  leaseOwner = :old AND attribute_not_exists(checkpointOwner)
                                 AND open
                                 SET leaseOwner = :me, checkpointOwner = :old
@@ -214,18 +214,23 @@ class LeaseTable:
         # ``lease`` was read passes the counter check alone
         return self._update(lease.key, update, f"#c = :c AND {_OPEN}", names, values, f"taking lease {lease.key}")
 
-    def renew(self, lease: Lease, owner: str) -> Lease | None:
+    def renew(self, lease: Lease, owner: str, extra: dict[str, Any] | None = None) -> Lease | None:
         """Bump the counter of a lease this worker holds; None if it was lost.
 
+        ``extra`` attributes are SET with the counter: KCL 3.x's ``throughputKBps``
+        (``throughput.renewal_attributes``).
         The result may name another ``leaseOwner`` with this worker as ``checkpointOwner``:
         a handoff was asked for; the caller stops the processor, then ``handoff_finish``.
         """
+        extra = extra or {}
+        names = {f"#x{i}": name for i, name in enumerate(extra)}
+        values = {f":x{i}": value for i, value in enumerate(extra.values())}
         return self._update(
             lease.key,
-            "SET #c = :next",
+            "SET #c = :next" + "".join(f", #x{i} = :x{i}" for i in range(len(extra))),
             f"#c = :c AND {_HOLDS}",
-            {"#c": LEASE_COUNTER, "#o": LEASE_OWNER, "#co": CHECKPOINT_OWNER},
-            {":c": {"N": str(lease.counter)}, ":next": {"N": str(lease.counter + 1)}, ":me": {"S": owner}},
+            {"#c": LEASE_COUNTER, "#o": LEASE_OWNER, "#co": CHECKPOINT_OWNER, **names},
+            {":c": {"N": str(lease.counter)}, ":next": {"N": str(lease.counter + 1)}, ":me": {"S": owner}, **values},
             f"renewing lease {lease.key}",
         )
 

@@ -1,0 +1,244 @@
+"""The KCL 3.x coordinator state: where it lives, its table, and the fleet's client version.
+
+Java keeps three kinds of state beside the leases (DESIGN.md, "KCL 3.x fleets"):
+
+    what                 3.1.3 (and 3.5 before its table migration)   3.5 after it
+    leader lock          <app>-CoordinatorState, key "Leader"          lease table, leaseKey "Leader"
+    client version       <app>-CoordinatorState, key "Migration3.0"    lease table, leaseKey "Migration3.0"
+    worker metrics       <app>-WorkerMetricStats, wid <worker id>      lease table, leaseKey <worker id>
+
+``StateTables`` names the place for one application; every 3.x module (leader,
+worker_metrics) writes through it, so the same code serves both layouts. 3.5 writes an
+``entityType`` on every such row in either place (CoordinatorState.serialize); 3.1.3 does
+not, and ignores one it finds (MigrationState.deserialize keeps unknown attributes).
+
+Writes sent here (Java's CoordinatorStateDAO sends them with the legacy ``Expected``
+parameter; these are the same conditions as expressions, ``#k`` the table's key attribute):
+
+    create state     PutItem     attribute_not_exists(#k)
+    update version   UpdateItem  #k = :key AND cv = :old
+                                 SET cv, mb, mts, h     (the old value goes to the head of h, 10 kept)
+    create table     CreateTable #k S HASH, PAY_PER_REQUEST  (what a Java worker does at start)
+
+``initialise_client_version`` is MigrationClientVersionStateInitializer: at start a worker
+reads ``Migration3.0``; absent, it creates it with the version its ``clientVersionConfig``
+asks for (3X, or UPGRADE_FROM_2X for the 2.x-compatible config) and the INIT entry in its
+history; 3X_WITH_ROLLBACK meets a 3X config by moving on to 3X; any other value stays.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kcl_mp.aws.errors import AWS_ERRORS, error_code, is_conditional_failure, translate
+from kcl_mp.errors import DependencyError
+from kcl_mp.leases.lease import ENTITY_TYPE, LEASE_KEY
+from kcl_mp.leases.rows import (CLIENT_VERSION_MIGRATION, MIGRATION_KEY, TABLE_MIGRATION_KEY, CoordinatorState,
+                                StateChange, state_view)
+
+# ClientVersion (coordinator/migration/ClientVersion.java) and ClientVersionConfig.
+INIT = "CLIENT_VERSION_INIT"
+UPGRADE_FROM_2X = "CLIENT_VERSION_UPGRADE_FROM_2X"
+V2X = "CLIENT_VERSION_2X"
+V3X_WITH_ROLLBACK = "CLIENT_VERSION_3X_WITH_ROLLBACK"
+V3X = "CLIENT_VERSION_3X"
+CONFIG_3X = "CLIENT_VERSION_CONFIG_3X"
+CONFIG_COMPATIBLE_WITH_2X = "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X"
+TABLE_MIGRATION_COMPLETE = "TABLE_MIGRATION_STATUS_COMPLETE"
+MAX_HISTORY = 10  # MigrationState.MAX_HISTORY_ENTRIES
+_INIT_RETRIES = 10  # MigrationClientVersionStateInitializer.MAX_INITIALIZATION_RETRY
+
+
+@dataclass(frozen=True)
+class StateTables:
+    """Where one application's coordinator state and worker metrics are kept."""
+
+    coordinator_table: str
+    coordinator_key: str  # the table's hash key: "key", or "leaseKey" in the lease table
+    metrics_table: str
+    metrics_key: str  # "wid", or "leaseKey" in the lease table
+    java35: bool  # write 3.5's attributes (entityType; sup/slu on worker metrics)
+
+    @classmethod
+    def separate(cls, application: str, *, coordinator_table: str | None = None, metrics_table: str | None = None,
+                 java35: bool = False) -> "StateTables":
+        """The own tables (CoordinatorStateTableConfig / WorkerMetricsTableConfig default names)."""
+        return cls(coordinator_table or f"{application}-CoordinatorState", "key",
+                   metrics_table or f"{application}-WorkerMetricStats", "wid", java35)
+
+    @classmethod
+    def in_lease_table(cls, lease_table: str) -> "StateTables":
+        """KCL 3.5's single table, once its table migration is complete."""
+        return cls(lease_table, LEASE_KEY, lease_table, LEASE_KEY, True)
+
+    @property
+    def shared(self) -> bool:
+        return self.coordinator_key == LEASE_KEY
+
+
+def locate(client: Any, application: str, lease_table: str, **separate: Any) -> StateTables:
+    """The lease table when its ``TableMigration3.5`` row says COMPLETE, else the own tables.
+
+    (Java 3.5 writes to the lease table from PENDING on and reads both until COMPLETE;
+    a worker that joins reads the state where a COMPLETE fleet keeps it.)"""
+    try:
+        item = client.get_item(TableName=lease_table, Key={LEASE_KEY: {"S": TABLE_MIGRATION_KEY}},
+                               ConsistentRead=True).get("Item")
+    except AWS_ERRORS as exc:
+        raise translate(exc, f"reading {TABLE_MIGRATION_KEY} in lease table {lease_table}") from exc
+    if item and "tm" in item and state_view(item, "tm").value == TABLE_MIGRATION_COMPLETE:
+        return StateTables.in_lease_table(lease_table)
+    return StateTables.separate(application, **separate)
+
+
+def ensure_table(client: Any, name: str, key: str, *, wait_s: float = 120.0) -> bool:
+    """Create a state table (``key`` S as its hash key, on demand) unless it exists; wait for ACTIVE.
+
+    Both own tables are made so (CoordinatorStateDAO.getRequest, WorkerMetricStats.getKeySchema).
+    Returns True when this call created it."""
+    created = False
+    if _status(client, name) is None:
+        try:
+            client.create_table(TableName=name, KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+                                AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+                                BillingMode="PAY_PER_REQUEST")
+            created = True
+        except AWS_ERRORS as exc:
+            if error_code(exc) != "ResourceInUseException":  # another worker made it first
+                raise translate(exc, f"creating table {name}") from exc
+    deadline = time.monotonic() + wait_s
+    delay = 0.1
+    while (status := _status(client, name)) != "ACTIVE":
+        if time.monotonic() > deadline:
+            raise DependencyError(f"table {name} is {status or 'missing'} after {wait_s:.0f} s; expected ACTIVE",
+                                  retriable=False)
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)
+    return created
+
+
+def _status(client: Any, name: str) -> str | None:
+    try:
+        return client.describe_table(TableName=name)["Table"]["TableStatus"]
+    except AWS_ERRORS as exc:
+        if error_code(exc) == "ResourceNotFoundException":
+            return None
+        raise translate(exc, f"describing table {name}") from exc
+
+
+def initial_client_version(stored: str | None, config: str) -> str:
+    """The version a starting worker settles on (getClientVersionForInitialization).
+
+    >>> initial_client_version(None, CONFIG_COMPATIBLE_WITH_2X)
+    'CLIENT_VERSION_UPGRADE_FROM_2X'
+    >>> initial_client_version(V3X_WITH_ROLLBACK, CONFIG_3X)
+    'CLIENT_VERSION_3X'
+    >>> initial_client_version(V2X, CONFIG_3X)
+    'CLIENT_VERSION_2X'
+    """
+    if stored in (None, INIT):
+        if config not in (CONFIG_3X, CONFIG_COMPATIBLE_WITH_2X):
+            raise ValueError(f"clientVersionConfig {config!r}: expected {CONFIG_3X} or {CONFIG_COMPATIBLE_WITH_2X}")
+        return V3X if config == CONFIG_3X else UPGRADE_FROM_2X
+    if stored == V3X_WITH_ROLLBACK and config == CONFIG_3X:
+        return V3X
+    if stored not in (UPGRADE_FROM_2X, V2X, V3X_WITH_ROLLBACK, V3X):
+        raise ValueError(f"{MIGRATION_KEY} holds an unknown client version {stored!r}")
+    return stored
+
+
+class CoordinatorStateStore:
+    """The coordinator-state rows of one application, wherever ``tables`` puts them."""
+
+    def __init__(self, client: Any, tables: StateTables, worker_id: str,
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
+        self.client = client
+        self.tables = tables
+        self.worker_id = worker_id
+        self.clock_ms = clock_ms
+
+    @property
+    def table(self) -> str:
+        return self.tables.coordinator_table
+
+    def ensure_table(self) -> bool:
+        """Create the own coordinator-state table as a Java worker does at start (no-op in the lease table)."""
+        return False if self.tables.shared else ensure_table(self.client, self.table, self.tables.coordinator_key)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        try:
+            return self.client.get_item(TableName=self.table, Key={self.tables.coordinator_key: {"S": key}},
+                                        ConsistentRead=True).get("Item")
+        except AWS_ERRORS as exc:
+            raise translate(exc, f"reading {key} in {self.table}") from exc
+
+    def client_version(self) -> CoordinatorState | None:
+        """The ``Migration3.0`` state, or None when no worker has written it yet."""
+        item = self.get(MIGRATION_KEY)
+        if not item:
+            return None
+        try:
+            return state_view(item, "cv")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DependencyError(f"{MIGRATION_KEY} in {self.table} is not a MigrationState: {item!r}",
+                                  retriable=False) from exc
+
+    def initialise_client_version(self, config: str) -> CoordinatorState:
+        """Read ``Migration3.0`` and settle it as a starting Java worker with ``config`` would."""
+        for _ in range(_INIT_RETRIES):
+            state = self.client_version()
+            wanted = initial_client_version(state.value if state else None, config)
+            if state is not None and state.value == wanted:
+                return state
+            moved = _advance(state or CoordinatorState(INIT, self.worker_id, self.clock_ms(), ()), wanted,
+                             self.worker_id, self.clock_ms())
+            if self.write_client_version(moved, state.value if state else None):
+                return moved
+            time.sleep(0.1)  # lost a race with another worker: read again
+        raise DependencyError(f"could not settle {MIGRATION_KEY} in {self.table} after {_INIT_RETRIES} tries")
+
+    def set_client_version(self, state: CoordinatorState, version: str) -> CoordinatorState | None:
+        """Move the fleet from ``state`` (as read) to ``version``, as Java's leader writes a
+        flip or a rollback; None if another worker changed it first."""
+        moved = _advance(state, version, self.worker_id, self.clock_ms())
+        return moved if self.write_client_version(moved, state.value) else None
+
+    def write_client_version(self, state: CoordinatorState, expected: str | None) -> bool:
+        """Store ``state`` as the ``Migration3.0`` item: created when ``expected`` is None,
+        else updated only if ``cv`` still says ``expected``; False when the race was lost."""
+        key = self.tables.coordinator_key
+        attributes: dict[str, Any] = {"cv": {"S": state.value}, "mb": {"S": state.modified_by},
+                      "mts": {"N": str(state.modified_at_ms)}}
+        if state.history:  # Java writes h only when it has entries
+            attributes["h"] = {"L": [{"M": {"cv": {"S": c.value}, "mb": {"S": c.modified_by},
+                                            "mts": {"N": str(c.modified_at_ms)}}} for c in state.history]}
+        if self.tables.java35:
+            attributes[ENTITY_TYPE] = {"S": CLIENT_VERSION_MIGRATION}
+        try:
+            if expected is None:
+                self.client.put_item(TableName=self.table, Item={key: {"S": MIGRATION_KEY}, **attributes},
+                                     ConditionExpression="attribute_not_exists(#k)",
+                                     ExpressionAttributeNames={"#k": key})
+            else:
+                names = {f"#a{i}": name for i, name in enumerate(attributes)}
+                self.client.update_item(
+                    TableName=self.table, Key={key: {"S": MIGRATION_KEY}},
+                    UpdateExpression="SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(attributes))),
+                    ConditionExpression="#k = :key AND #cv = :old",
+                    ExpressionAttributeNames={"#k": key, "#cv": "cv", **names},
+                    ExpressionAttributeValues={":key": {"S": MIGRATION_KEY}, ":old": {"S": expected},
+                                               **{f":a{i}": v for i, v in enumerate(attributes.values())}})
+            return True
+        except AWS_ERRORS as exc:
+            if is_conditional_failure(exc):
+                return False
+            raise translate(exc, f"writing {MIGRATION_KEY} ({state.value}) in {self.table}") from exc
+
+
+def _advance(state: CoordinatorState, version: str, worker_id: str, now_ms: int) -> CoordinatorState:
+    """MigrationState.update: the current value heads the history (10 kept), the new one is set."""
+    entry = StateChange(state.value, state.modified_by, state.modified_at_ms)
+    return CoordinatorState(version, worker_id, now_ms, ((entry,) + state.history)[:MAX_HISTORY])
+

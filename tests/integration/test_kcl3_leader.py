@@ -1,0 +1,124 @@
+"""Leader election through the lock item (kcl_mp.leases.leader) against a real moto server."""
+
+from __future__ import annotations
+
+import time
+
+from kcl_mp.leases.coordinator_state import StateTables, ensure_table
+from kcl_mp.leases.leader import LeaderElection, LeaderLock
+from kcl_mp.leases.rows import LeaderLock as LockView, read_items
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _tables(dynamodb, unique_name: str) -> StateTables:
+    tables = StateTables.separate(unique_name)
+    ensure_table(dynamodb, tables.coordinator_table, tables.coordinator_key)
+    return tables
+
+
+def test_one_wins_and_the_other_takes_over_only_after_the_lease_duration(dynamodb, unique_name):
+    tables = _tables(dynamodb, unique_name)
+    clock = Clock()
+    a = LeaderElection(LeaderLock(dynamodb, tables, "a", lease_duration_ms=10_000), clock)
+    b = LeaderElection(LeaderLock(dynamodb, tables, "b", lease_duration_ms=10_000), clock)
+    assert a.check() is True
+    assert b.check() is False  # first sighting of a's version
+    item = dynamodb.get_item(TableName=tables.coordinator_table, Key={"key": {"S": "Leader"}})["Item"]
+    assert set(item) == {"key", "ownerName", "leaseDuration", "recordVersionNumber"}  # Java's 3.1.3 item
+    assert item["ownerName"] == {"S": "a"} and item["leaseDuration"] == {"S": "10000"}
+    for _ in range(5):  # a heartbeats every 3 s: b never sees a version long enough
+        clock.now += 3
+        assert a.check() is True
+        assert b.check() is False
+    version = item["recordVersionNumber"]
+    assert dynamodb.get_item(TableName=tables.coordinator_table,
+                             Key={"key": {"S": "Leader"}})["Item"]["recordVersionNumber"] != version
+    # a stops heartbeating (dead); b first saw the last version right after a's write
+    clock.now += 0.5
+    assert b.check() is False
+    clock.now += 9.5  # 10 s after b saw it: not longer than the lease duration yet
+    assert b.check() is False and a.is_leader() is True
+    clock.now += 0.6
+    assert a.is_leader() is False  # a's belief ended 10 s after its last write began
+    assert b.check() is True and b.is_leader() is True
+    # a wakes up: its heartbeat fails (it no longer believes it leads, so it contends)
+    assert a.check() is False and a.is_leader() is False
+    assert b.check() is True
+    # b releases (shutdown): the item is deleted and a acquires at once
+    assert b.release() is True
+    assert dynamodb.get_item(TableName=tables.coordinator_table, Key={"key": {"S": "Leader"}}).get("Item") is None
+    assert a.check() is True
+
+
+def test_a_stale_holder_cannot_heartbeat_over_a_new_leader(dynamodb, unique_name):
+    tables = _tables(dynamodb, unique_name)
+    lock_a = LeaderLock(dynamodb, tables, "a", lease_duration_ms=5_000)
+    lock_b = LeaderLock(dynamodb, tables, "b", lease_duration_ms=5_000)
+    assert lock_a.acquire("v1", None) is True
+    assert lock_b.acquire("v2", None) is False  # present: only the expired or released form may replace it
+    seen = lock_b.read()
+    assert seen is not None and seen.owner == "a"
+    assert lock_b.acquire("v2", seen) is True  # b judged it expired
+    assert lock_a.heartbeat("v1", "v3") is False
+    assert lock_a.release("v1") is False
+    assert lock_b.heartbeat("v2", "v4") is True
+    assert lock_b.release("v2") is False  # the version moved on
+    assert lock_b.release("v4") is True
+
+
+def test_released_lock_and_the_lease_table_form(dynamodb, unique_name):
+    """In the 3.5 lease table the lock is keyed by leaseKey, carries entityType LEADER and
+    reads back through rows.py as the leader lock, never as a lease."""
+    from kcl_mp.leases.table import LeaseTable
+
+    LeaseTable(dynamodb, unique_name).ensure_table()
+    tables = StateTables.in_lease_table(unique_name)
+    a = LeaderElection(LeaderLock(dynamodb, tables, "a"))
+    assert a.check() is True
+    items = dynamodb.scan(TableName=unique_name)["Items"]
+    scan = read_items(items)
+    assert scan.leases == () and len(scan.others) == 1
+    view = scan.others[0].view
+    assert isinstance(view, LockView) and view.owner == "a" and view.lease_duration_ms == 120_000
+    # a lock released without deleting (isReleased "1") is taken at once, by the released form
+    dynamodb.update_item(TableName=unique_name, Key={"leaseKey": {"S": "Leader"}},
+                         UpdateExpression="SET isReleased = :one", ExpressionAttributeValues={":one": {"S": "1"}})
+    b = LeaderElection(LeaderLock(dynamodb, tables, "b"))
+    assert b.check() is True
+    assert "isReleased" not in dynamodb.get_item(TableName=unique_name, Key={"leaseKey": {"S": "Leader"}})["Item"]
+
+
+def test_two_electors_in_real_time_never_both_lead(dynamodb, unique_name):
+    """Two electors on the real clock, the lease duration 2 s, checks every 0.2 s: the
+    leader stops heartbeating and the other leads within the lease duration (plus one
+    check and the lost race's slack); at no sample do both believe they lead."""
+    tables = _tables(dynamodb, unique_name)
+    electors = [LeaderElection(LeaderLock(dynamodb, tables, name, lease_duration_ms=2_000)) for name in "ab"]
+    deadline = time.monotonic() + 30
+    while not any(e.is_leader() for e in electors):
+        assert time.monotonic() < deadline
+        for e in electors:
+            e.check()
+    leader = next(e for e in electors if e.is_leader())
+    other = next(e for e in electors if e is not leader)
+    for _ in range(10):
+        leader.check()
+        other.check()
+        assert not other.is_leader()
+        time.sleep(0.2)
+    last_beat = leader.held.at  # the leader dies: no more checks
+    while not other.is_leader():
+        assert not (leader.is_leader() and other.is_leader())
+        assert time.monotonic() < deadline
+        other.check()
+        time.sleep(0.2)
+    assert not leader.is_leader()
+    took = other.held.at - last_beat
+    assert 2.0 < took < 2.0 + 0.2 + 2.0, took  # after the lease duration, within one check (loaded machine: +2 s)
