@@ -20,10 +20,8 @@ parameter; these are the same conditions as expressions, ``#k`` the table's key 
                                  SET cv, mb, mts, h     (the old value goes to the head of h, 10 kept)
     create table     CreateTable #k S HASH, PAY_PER_REQUEST  (what a Java worker does at start)
 
-``initialise_client_version`` is MigrationClientVersionStateInitializer: at start a worker
-reads ``Migration3.0``; absent, it creates it with the version its ``clientVersionConfig``
-asks for (3X, or UPGRADE_FROM_2X for the 2.x-compatible config) and the INIT entry in its
-history; 3X_WITH_ROLLBACK meets a 3X config by moving on to 3X; any other value stays.
+``initialise_client_version`` is MigrationClientVersionStateInitializer: it reads
+``Migration3.0`` and writes what ``client_version.initial`` (the rule, pure) decides.
 """
 
 from __future__ import annotations
@@ -34,20 +32,12 @@ from typing import Any, Callable
 
 from kcl_mp.aws.errors import AWS_ERRORS, error_code, is_conditional_failure, translate
 from kcl_mp.errors import DependencyError
+from kcl_mp.leases import client_version
 from kcl_mp.leases.lease import ENTITY_TYPE, LEASE_KEY
 from kcl_mp.leases.rows import (CLIENT_VERSION_MIGRATION, MIGRATION_KEY, TABLE_MIGRATION_KEY, CoordinatorState,
                                 StateChange, state_view)
 
-# ClientVersion (coordinator/migration/ClientVersion.java) and ClientVersionConfig.
-INIT = "CLIENT_VERSION_INIT"
-UPGRADE_FROM_2X = "CLIENT_VERSION_UPGRADE_FROM_2X"
-V2X = "CLIENT_VERSION_2X"
-V3X_WITH_ROLLBACK = "CLIENT_VERSION_3X_WITH_ROLLBACK"
-V3X = "CLIENT_VERSION_3X"
-CONFIG_3X = "CLIENT_VERSION_CONFIG_3X"
-CONFIG_COMPATIBLE_WITH_2X = "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X"
 TABLE_MIGRATION_COMPLETE = "TABLE_MIGRATION_STATUS_COMPLETE"
-MAX_HISTORY = 10  # MigrationState.MAX_HISTORY_ENTRIES
 _INIT_RETRIES = 10  # MigrationClientVersionStateInitializer.MAX_INITIALIZATION_RETRY
 
 
@@ -128,27 +118,6 @@ def _status(client: Any, name: str) -> str | None:
         raise translate(exc, f"describing table {name}") from exc
 
 
-def initial_client_version(stored: str | None, config: str) -> str:
-    """The version a starting worker settles on (getClientVersionForInitialization).
-
-    >>> initial_client_version(None, CONFIG_COMPATIBLE_WITH_2X)
-    'CLIENT_VERSION_UPGRADE_FROM_2X'
-    >>> initial_client_version(V3X_WITH_ROLLBACK, CONFIG_3X)
-    'CLIENT_VERSION_3X'
-    >>> initial_client_version(V2X, CONFIG_3X)
-    'CLIENT_VERSION_2X'
-    """
-    if stored in (None, INIT):
-        if config not in (CONFIG_3X, CONFIG_COMPATIBLE_WITH_2X):
-            raise ValueError(f"clientVersionConfig {config!r}: expected {CONFIG_3X} or {CONFIG_COMPATIBLE_WITH_2X}")
-        return V3X if config == CONFIG_3X else UPGRADE_FROM_2X
-    if stored == V3X_WITH_ROLLBACK and config == CONFIG_3X:
-        return V3X
-    if stored not in (UPGRADE_FROM_2X, V2X, V3X_WITH_ROLLBACK, V3X):
-        raise ValueError(f"{MIGRATION_KEY} holds an unknown client version {stored!r}")
-    return stored
-
-
 class CoordinatorStateStore:
     """The coordinator-state rows of one application, wherever ``tables`` puts them."""
 
@@ -185,24 +154,23 @@ class CoordinatorStateStore:
             raise DependencyError(f"{MIGRATION_KEY} in {self.table} is not a MigrationState: {item!r}",
                                   retriable=False) from exc
 
-    def initialise_client_version(self, config: str) -> CoordinatorState:
-        """Read ``Migration3.0`` and settle it as a starting Java worker with ``config`` would."""
+    def initialise_client_version(self, config: str) -> CoordinatorState | None:
+        """Read ``Migration3.0`` and settle it as a starting Java worker with ``config`` would
+        (``client_version.initial``); None only for the phase-1 config, which writes nothing."""
         for _ in range(_INIT_RETRIES):
             state = self.client_version()
-            wanted = initial_client_version(state.value if state else None, config)
-            if state is not None and state.value == wanted:
+            start = client_version.initial(state, config, self.worker_id, self.clock_ms())
+            if start.write is None:
                 return state
-            moved = _advance(state or CoordinatorState(INIT, self.worker_id, self.clock_ms(), ()), wanted,
-                             self.worker_id, self.clock_ms())
-            if self.write_client_version(moved, state.value if state else None):
-                return moved
+            if self.write_client_version(start.write.state, start.write.expected_cv):
+                return start.write.state
             time.sleep(0.1)  # lost a race with another worker: read again
         raise DependencyError(f"could not settle {MIGRATION_KEY} in {self.table} after {_INIT_RETRIES} tries")
 
     def set_client_version(self, state: CoordinatorState, version: str) -> CoordinatorState | None:
         """Move the fleet from ``state`` (as read) to ``version``, as Java's leader writes a
         flip or a rollback; None if another worker changed it first."""
-        moved = _advance(state, version, self.worker_id, self.clock_ms())
+        moved = client_version.updated(state, client_version.parse(version), self.worker_id, self.clock_ms())
         return moved if self.write_client_version(moved, state.value) else None
 
     def write_client_version(self, state: CoordinatorState, expected: str | None) -> bool:
@@ -235,10 +203,3 @@ class CoordinatorStateStore:
             if is_conditional_failure(exc):
                 return False
             raise translate(exc, f"writing {MIGRATION_KEY} ({state.value}) in {self.table}") from exc
-
-
-def _advance(state: CoordinatorState, version: str, worker_id: str, now_ms: int) -> CoordinatorState:
-    """MigrationState.update: the current value heads the history (10 kept), the new one is set."""
-    entry = StateChange(state.value, state.modified_by, state.modified_at_ms)
-    return CoordinatorState(version, worker_id, now_ms, ((entry,) + state.history)[:MAX_HISTORY])
-

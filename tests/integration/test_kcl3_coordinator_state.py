@@ -10,14 +10,17 @@ from pathlib import Path
 import pytest
 
 from kcl_mp.errors import DependencyError
-from kcl_mp.leases.coordinator_state import (CONFIG_3X, CONFIG_COMPATIBLE_WITH_2X, INIT, UPGRADE_FROM_2X, V2X, V3X,
-                                             V3X_WITH_ROLLBACK, CoordinatorStateStore, StateTables, locate)
+from kcl_mp.leases.client_version import CONFIG_3X, CONFIG_COMPATIBLE_WITH_2X, ClientVersion
+from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables, locate
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.owner_index import ensure_owner_index, index_status, lease_keys_for_worker, wait_for_owner_index
 from kcl_mp.leases.rows import CoordinatorState, read_items
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.leases.throughput import LeaseThroughput, renewal_attributes
 
+
+INIT, UPGRADE_FROM_2X, V2X, V3X_WITH_ROLLBACK, V3X = (v.value for v in (
+    ClientVersion.INIT, ClientVersion.UPGRADE_FROM_2X, ClientVersion.V2X, ClientVersion.V3X_WITH_ROLLBACK, ClientVersion.V3X))
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 JAVA_313 = json.loads((FIXTURES / "java_kcl_3.1.3_tables.json").read_text())["while_running"]
 JAVA_35_ROWS = json.loads((FIXTURES / "java_kcl_3.5_rows.json").read_text())["rows"]
