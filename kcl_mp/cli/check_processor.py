@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from kcl_mp.cli.check_report import Seen, late_shard_end, verdict
 from kcl_mp.multilang.child import ProcessorChild
-from kcl_mp.errors import ConfigError, ProcessorError
+from kcl_mp.errors import EXIT_CONFIG, EXIT_OK, ConfigError, ProcessorError
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.multilang.wire import Batch, make_batch
 
@@ -233,12 +233,7 @@ def main(argv: Sequence[str]) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         p.error("the processor command is missing: kcl-mp check-processor -- COMMAND [ARGS...]")
-    try:
-        outcomes = check_processor(command, args.kit, args.timeout, args.only)
-    except ConfigError as exc:
-        from kcl_mp.cli import fail
-
-        return fail(exc)
+    outcomes = check_processor(command, args.kit, args.timeout, args.only)
     print(render(command, outcomes), flush=True)
     failing = {"FAIL", "WARN"} if args.strict else {"FAIL"}
-    return 1 if any(o.verdict in failing for o in outcomes) else 0
+    return EXIT_CONFIG if any(o.verdict in failing for o in outcomes) else EXIT_OK
