@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kcl_mp.config import CredentialProvider
+from kcl_mp.config.settings import CredentialProvider
 
 Parser = Callable[[str], Any]
 INT_MAX = 2**31 - 1

@@ -16,7 +16,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "kcl_mp"
 
 PURE = ["kcl_mp.backoff", "kcl_mp.errors", "kcl_mp.sequence",
-        "kcl_mp.config", "kcl_mp.config.keys", "kcl_mp.config.properties", "kcl_mp.config.settings",
+        "kcl_mp.config", "kcl_mp.config.keys", "kcl_mp.config.load", "kcl_mp.config.properties",
+        "kcl_mp.config.settings",
         "kcl_mp.leases.lease", "kcl_mp.leases.balance", "kcl_mp.leases.shard_sync", "kcl_mp.leases.fencing",
         "kcl_mp.multilang.wire", "kcl_mp.multilang.protocol", "kcl_mp.multilang.command",
         "kcl_mp.retrieval.deaggregate", "kcl_mp.supervisor.restart_policy", "kcl_mp.supervisor.progress",
