@@ -61,11 +61,10 @@ import time
 from typing import Any, Iterator
 
 from kcl_mp.aws.errors import AWS_ERRORS, error_code, is_conditional_failure, translate
-from kcl_mp.errors import DependencyError, ThrottledError
+from kcl_mp.errors import CheckpointOutcome, DependencyError, ThrottledError
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 from kcl_mp.leases.lease import CHECKPOINT, CHECKPOINT_OWNER, CHECKPOINT_SUB, CHILD_SHARD_IDS, ENTITY_TYPE, LEASE_COUNTER, LEASE_ENTITY, LEASE_KEY, LEASE_OWNER, OWNER_SWITCHES, PENDING_CHECKPOINT, PENDING_CHECKPOINT_STATE, PENDING_CHECKPOINT_SUB, Lease, not_a_lease
 from kcl_mp.leases.rows import TableScan, read_items
-from kcl_mp.multilang.wire import DEPENDENCY, INVALID_STATE, LEASE_MOVED, THROTTLED
 
 OWNER_INDEX = "LeaseOwnerToLeaseKeyIndex"
 # This worker (:me) holds the lease: it owns it, or it is the old owner of a handoff.
@@ -303,8 +302,8 @@ class LeaseTable:
 
     # -- the checkpoint write (the shard worker's) ------------------------------------
 
-    def checkpoint(self, key: str, owner: str, position: ExtendedSequenceNumber) -> str | None:
-        """Store a checkpoint if ``owner`` still holds the lease; None or the error name for the child."""
+    def checkpoint(self, key: str, owner: str, position: ExtendedSequenceNumber) -> CheckpointOutcome | None:
+        """Store a checkpoint if ``owner`` still holds the lease; None when stored, else why not."""
         try:
             self.client.update_item(
                 TableName=self.name,
@@ -336,12 +335,12 @@ class LeaseTable:
             if is_conditional_failure(exc):
                 current = self.get(key)
                 if current is None or current.holder != owner:
-                    return LEASE_MOVED
-                return INVALID_STATE  # the lease is already at SHARD_END
+                    return CheckpointOutcome.LEASE_MOVED
+                return CheckpointOutcome.INVALID_STATE  # the lease is already at SHARD_END
             error = translate(exc, f"checkpointing lease {key}")
             if error.code == "ResourceNotFoundException":
-                return INVALID_STATE
-            return THROTTLED if isinstance(error, ThrottledError) else DEPENDENCY
+                return CheckpointOutcome.INVALID_STATE
+            return CheckpointOutcome.THROTTLED if isinstance(error, ThrottledError) else CheckpointOutcome.FAILED
 
     def _update(
         self, key: str, update: str, condition: str, names: dict[str, str], values: dict[str, Any], what: str

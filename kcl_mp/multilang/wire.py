@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import orjson
 
+from kcl_mp.errors import CheckpointOutcome, ThrottledError
 from kcl_mp.sequence import ExtendedSequenceNumber
 
 # The checkpoint errors the client libraries understand (PROTOCOL.md section 5.3).
@@ -26,6 +27,27 @@ INVALID_STATE = "InvalidStateException"
 LEASE_MOVED = "ShutdownException"  # the lease is no longer this worker's
 THROTTLED = "ThrottlingException"
 DEPENDENCY = "KinesisClientLibDependencyException"
+_CHECKPOINT_ERRORS = {
+    CheckpointOutcome.LEASE_MOVED: LEASE_MOVED,
+    CheckpointOutcome.INVALID_STATE: INVALID_STATE,
+    CheckpointOutcome.THROTTLED: THROTTLED,
+    CheckpointOutcome.FAILED: DEPENDENCY,
+}
+
+
+def checkpoint_error(outcome: CheckpointOutcome | BaseException | None) -> str | None:
+    """The Java exception name a processor gets for a checkpoint that was not stored: the
+    one mapping from the lease table's outcome (or a checkpointer's exception) to the
+    protocol. None when it was stored.
+
+    >>> checkpoint_error(CheckpointOutcome.LEASE_MOVED), checkpoint_error(None)
+    ('ShutdownException', None)
+    """
+    if outcome is None:
+        return None
+    if isinstance(outcome, CheckpointOutcome):
+        return _CHECKPOINT_ERRORS[outcome]
+    return THROTTLED if isinstance(outcome, ThrottledError) else DEPENDENCY
 
 INITIALIZE = "initialize"
 PROCESS_RECORDS = "processRecords"
