@@ -4,9 +4,10 @@
      ├─ ConfigError                 the properties file or command line is wrong: stop the host, exit 1
      ├─ ProcessorError              a processor child broke its contract: restart that shard only
      │   ├─ ProcessorStartError     the executable cannot be started (missing, not executable)
-     │   ├─ ProcessorExitedError    the child's stdout ended while a reply was awaited
+     │   ├─ ProcessorExitedError    the child's stdout ended while a reply was awaited, or its stdin
+     │   │                          broke (a write to a closed pipe)
      │   ├─ ProcessorTimeoutError   no line within timeoutInSeconds
-     │   └─ ProtocolError           wrong responseFor, a write to a closed pipe
+     │   └─ ProtocolError           a status for the wrong action (responseFor), too many unasked messages
      └─ DependencyError             AWS said no or did not answer (retriable unless it says otherwise)
          └─ ThrottledError          throughput exceeded: back off and retry
 

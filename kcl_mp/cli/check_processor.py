@@ -5,7 +5,7 @@ scenarios.json`` (daemon messages taken from the golden transcripts in ``kit/vec
 the kit is package data, so it works from a plain install, and the repository's
 ``multilang/`` links to it), one fresh child per scenario, with kcl-mp's own protocol driver,
 so a processor is judged by exactly the code that will run it. Per scenario it prints PASS,
-WARN or FAIL (``conformance_report`` decides) with the first divergence: the step, the
+WARN or FAIL (``check_report`` decides) with the first divergence: the step, the
 message sent, what went wrong, and every line Java would not take as the processor meant:
 the line, its length and the reason.
 

@@ -12,7 +12,7 @@ Attributes kcl-mp does not model are kept verbatim in ``extra`` and written back
 item written by a Java worker survives a round trip through kcl-mp unchanged.
 
 Not every row of a lease table is a lease: KCL 3.5 keeps its coordinator state and worker
-metrics there too (``table_rows``). ``not_a_lease`` decides, before anything is read as one.
+metrics there too (``leases.rows``). ``not_a_lease`` decides, before anything is read as one.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ PARENT_SHARD_IDS = "parentShardId"
 CHILD_SHARD_IDS = "childShardIds"
 STARTING_HASH_KEY = "startingHashKey"
 ENDING_HASH_KEY = "endingHashKey"
-THROUGHPUT_KBPS = "throughputKBps"
 CHECKPOINT_OWNER = "checkpointOwner"
 
 # KCL 3.5 (EntityType) marks every row of the lease table with its kind; a lease's is LEASE,

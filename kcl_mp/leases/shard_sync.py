@@ -1,6 +1,6 @@
 """Which leases to create and delete for a stream's shards: pure decisions, no I/O.
 
-The lease lifecycle (seed 002): DISCOVERY -> CREATION -> PROCESSING -> SHARD_END -> DELETION.
+The lease lifecycle, as the Java KCL documents it: DISCOVERY -> CREATION -> PROCESSING -> SHARD_END -> DELETION.
 Vocabulary used below, for a shard id and the lease table as last scanned:
 
 - *leased*: the shard has a lease.

@@ -34,7 +34,7 @@ each write is also conditioned on the item being a lease, as the paragraph after
 
 Every write but create is also conditioned on the item being a lease (``lease.not_a_lease``,
 as far as a condition can say it), so no write of kcl-mp can alter a row KCL 3.5 keeps
-beside the leases (``table_rows``): the checkpoint and the delete prefix their condition
+beside the leases (``leases.rows``): the checkpoint and the delete prefix their condition
 with ``is a lease AND``, every other UpdateItem with ``attribute_exists(leaseKey) AND is a
 lease AND``, where "is a lease" is ``attribute_type(leaseCounter, N) AND
 (attribute_not_exists(entityType) OR entityType = LEASE)``. Create needs no such condition:
@@ -51,8 +51,10 @@ it does not name, so whatever a Java worker stored stays. A checkpoint does not 
 ``leaseCounter``: only the supervisor's renewals do, so the shard worker (another process)
 never races its own supervisor; fencing comes from the owner condition instead.
 
-A lost race (ConditionalCheckFailed) is a ``None``/``False`` result, not an exception;
-every other failure is translated to ``errors.DependencyError``.
+A lost race (ConditionalCheckFailed) is a ``None``/``False`` result, not an exception, and a
+checkpoint not stored is an ``errors.CheckpointOutcome`` (the shard worker's processor gets
+its Java name from ``multilang.wire``); every other failure is translated to
+``errors.DependencyError``.
 """
 
 from __future__ import annotations

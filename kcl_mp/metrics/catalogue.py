@@ -4,7 +4,7 @@ Pure: no boto3, no sockets. The supervisor records samples as things happen (a r
 round, a progress report from a shard worker, a table scan) into a ``Recorder``, which
 keeps one statistic set (count, sum, min, max, last) per metric and label. Once a second
 it ships what it recorded, with the current gauges, to the metrics process
-(``metrics_process``), which feeds ``CloudWatchBuffer`` and the Prometheus endpoint.
+(``metrics.process``), which feeds ``CloudWatchBuffer`` and the Prometheus endpoint.
 
 Names: CloudWatch gets the Java KCL's names where Java has the metric (``RenewAllLeases``
 / ``CurrentLeases``, ``ProcessTask`` / ``RecordsProcessed`` ...), with the same units,
@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 LEVELS = {"NONE": 0, "SUMMARY": 1, "DETAILED": 2}
-DIMENSIONS = ("Operation", "ShardId", "WorkerIdentifier", "StreamId")
 PUT_BATCH = 1000  # datums per PutMetricData (CloudWatch's limit since 2023; Java KCL sends 20)
 
 

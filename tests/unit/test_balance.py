@@ -172,7 +172,8 @@ def test_dead_worker_leases_move_within_failover_and_one_take_interval(seed: int
 
 
 def test_join_settles_faster_than_the_java_rule_without_extra_moves() -> None:
-    """Seed 003's scenario, halved: 50 workers hold 250 leases at 5 each; 50 join."""
+    """A cluster joining a cluster, halved (500 shards and 100 + 100 workers in the KCL 2.x write-up on
+    stealing): 50 workers hold 250 leases at 5 each; 50 join."""
     results = {}
     for rule in ("kcl-mp", "java"):
         settings = LeaseSettings(table_name="t")

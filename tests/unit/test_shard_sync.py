@@ -101,9 +101,10 @@ def test_waiting_for_parents(case):
     assert [short(p) for p in unfinished_parents(lease(case["lease"]), leases(case["leases"]))] == case["waits_for"]
 
 
-def test_the_seed_fixture_is_the_seed():
-    """The seed's three answers are in the table, not just look-alikes."""
-    seed = [c for c in CASES["sync"] if c["stream"] == "seed-002" and c["leases"] == ["4", "5", "7<2,3"]]
+def test_the_lifecycle_example_is_the_documents():
+    """The three answers of the Java KCL's lease-lifecycle document (its example stream: shards
+    0-5, then 6 and 7 from epoch 103, then 8, 9, 10 from epoch 206) are in the table, not just look-alikes."""
+    seed = [c for c in CASES["sync"] if c["stream"] == "kcl-lifecycle" and c["leases"] == ["4", "5", "7<2,3"]]
     assert {c["initial"]: c["create"] for c in seed} == {
         "LATEST": ["6<0,1@LATEST"], "TRIM_HORIZON": ["0@TRIM_HORIZON", "1@TRIM_HORIZON"],
         "AT_TIMESTAMP": ["0@AT_TIMESTAMP", "1@AT_TIMESTAMP"]}
