@@ -189,7 +189,6 @@ def load_config(
         lease=LeaseSettings(table_name=parsed.get("tableName", application), **sections["lease"]),
         processor=ProcessorSettings(command=command, **processor),
         metrics=MetricsSettings(**sections["metrics"]),
-        client_version_config=top["client_version_config"],
         ignored=tuple(ignored),
         warnings=tuple(warnings),
     )

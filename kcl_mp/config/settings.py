@@ -65,7 +65,6 @@ class LeaseSettings:
     cleanup_leases_upon_shard_completion: bool = True
     ignore_unexpected_child_shards: bool = False
     shard_sync_interval_ms: int = 60000
-    enable_priority_lease_assignment: bool = True
     graceful_lease_handoff_enabled: bool = True
     graceful_lease_handoff_timeout_ms: int = 30000
     list_shards_backoff_ms: int = 1500
@@ -74,7 +73,6 @@ class LeaseSettings:
     pitr_enabled: bool = False
     skip_shard_sync_at_startup_if_leases_exist: bool = False
     parent_shard_poll_interval_ms: int = 10000
-    task_backoff_ms: int = 500
 
     @property
     def renew_interval_s(self) -> float:
@@ -109,7 +107,6 @@ class ProcessorSettings:
     # shutdownGraceMillis: Java's default 0 means "do not wait"; kcl-mp waits this long
     # for processors to checkpoint on SIGTERM, 20 s when the key is absent.
     shutdown_grace_ms: int = 20000
-    processing_language: str | None = None
     # kcl-mp's own (``kclmp.`` keys): what a failing processor costs.
     on_failure: str = "RESTART"  # RESTART: only its shard; EXIT: the whole host, as the Java daemon does
     max_restarts: int = 5  # failures in a row before the lease is released for another host to try
@@ -148,7 +145,6 @@ class Config:
     lease: LeaseSettings
     processor: ProcessorSettings
     metrics: MetricsSettings
-    client_version_config: str = "CLIENT_VERSION_CONFIG_3X"
     # Keys accepted for compatibility whose setting kcl-mp does not use, with why.
     ignored: tuple[tuple[str, str], ...] = field(default=())
     # Everything load_config warned about (unknown keys, duplicates, renamed values...).
