@@ -53,7 +53,7 @@ coordinator tries again at the next scan instead of a take interval later.
 A lease being handed over (``checkpointOwner`` set: KCL 3.x graceful handoff) counts
 for its new owner and is never stolen again until the handoff ends. Leases checkpointed
 at SHARD_END are finished work: neither counted, taken nor stolen. Clock and randomness
-come in as arguments, so the decision tables in tests/unit/balance_cases.json pin exact
+come in as arguments, so the decision tables in tests/decisions/balance_cases.json pin exact
 plans.
 """
 

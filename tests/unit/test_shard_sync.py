@@ -1,4 +1,4 @@
-"""Shard sync: decision tables (shard_sync_cases.json) for lease creation, children at shard
+"""Shard sync: decision tables (tests/decisions/shard_sync_cases.json) for lease creation, children at shard
 end, cleanup and the wait for parents; the audit that spares needless ListShards calls."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from kcl_mp.leases.shard_sync import (
     unfinished_parents,
 )
 
-CASES = json.loads((Path(__file__).parent / "shard_sync_cases.json").read_text())
+CASES = json.loads((Path(__file__).parents[1] / "decisions" / "shard_sync_cases.json").read_text())
 _LEASE = re.compile(r"^(\d+)(?:<([\d,]+))?(?:@(\w+))?(?:>([\d,]+))?$")
 _SHARD = re.compile(r"^(\d+)(?:<([\d,]+))?( x)?$")
 
