@@ -20,7 +20,7 @@ import argparse
 import logging
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from kcl_mp import __version__, logs
 from kcl_mp.config import Config, load_config
@@ -166,8 +166,8 @@ def fail(exc: KclMpError, json_logs: bool = False) -> int:
 
 def check_startable(config: Config) -> None:
     """Refuse, before any lease is taken, what cannot run: a processor executable that is missing."""
-    from kcl_mp.multilang.command import resolve_command
     from kcl_mp.errors import ProcessorStartError
+    from kcl_mp.multilang.command import resolve_command
 
     try:
         resolve_command(config.processor.command, os.getcwd(), os.environ)

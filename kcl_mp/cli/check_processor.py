@@ -23,15 +23,16 @@ import logging
 import os
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from kcl_mp.cli.check_report import Seen, late_shard_end, verdict
-from kcl_mp.multilang.child import ProcessorChild
 from kcl_mp.errors import EXIT_CONFIG, EXIT_OK, ConfigError, ProcessorError
-from kcl_mp.sequence import ExtendedSequenceNumber
+from kcl_mp.multilang.child import ProcessorChild
 from kcl_mp.multilang.wire import Batch, make_batch
+from kcl_mp.sequence import ExtendedSequenceNumber
 
 KIT = Path(__file__).resolve().parents[1] / "kit"
 STEP_TIMEOUT_S = 30.0
@@ -69,7 +70,7 @@ def load_scenarios(kit: Path = KIT) -> tuple[list[dict[str, Any]], float]:
     return spec["scenarios"], float(spec["exit_within_s"])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _daemon_messages(path: Path) -> tuple[dict[str, Any], ...]:
     """A transcript's daemon messages, each with its exact Java line as ``raw`` (read once)."""
     return tuple({**entry["msg"], "raw": entry["raw"]} for entry in map(json.loads, path.read_text().splitlines())
@@ -142,7 +143,8 @@ def run_scenario(command: Sequence[str], scenario: dict[str, Any], kit: Path, ex
                 child.start()
             if what == "initialize":
                 seq = message["sequenceNumber"]  # type: ignore[index]
-                child.initialize(None if seq is None else ExtendedSequenceNumber(seq, message["subSequenceNumber"] or 0))  # type: ignore[index]
+                sub = message["subSequenceNumber"] or 0  # type: ignore[index]
+                child.initialize(None if seq is None else ExtendedSequenceNumber(seq, sub))
             elif what == "processRecords":
                 child.process_records(_generated(step) if message is None else _batch(message))
             elif what == "shutdownRequested":

@@ -21,20 +21,20 @@ import argparse
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Mapping, Sequence
 
 import orjson
 
-from kcl_mp.leases.balance import is_expired, observe
-from kcl_mp.config import Config, load_config
 from kcl_mp.aws.clients import client as aws_client
+from kcl_mp.config import Config, load_config
 from kcl_mp.errors import EXIT_OK, KclMpError
+from kcl_mp.leases.balance import is_expired, observe
 from kcl_mp.leases.lease import Lease
-from kcl_mp.leases.table import LeaseTable
-from kcl_mp.leases.shard_sync import unfinished_parents
 from kcl_mp.leases.rows import OtherRow
+from kcl_mp.leases.shard_sync import unfinished_parents
+from kcl_mp.leases.table import LeaseTable
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from kcl_mp.config.settings import CredentialProvider
 
@@ -301,7 +302,8 @@ KEYS: tuple[Key, ...] = (
     _k("idleTimeBetweenReadsInMillis", integer(0), 1500, "pause between GetRecords (min 200)",
        "retrieval.idle_time_between_reads_ms", _POLL + "idleTimeBetweenReadsInMillis"),
     _k("millisBehindLatestThresholdForReducedTps", integer(0), 0, "near the tip, poll less (0: off)",
-       "retrieval.millis_behind_latest_threshold_for_reduced_tps_ms", _POLL + "millisBehindLatestThresholdForReducedTps"),
+       "retrieval.millis_behind_latest_threshold_for_reduced_tps_ms",
+       _POLL + "millisBehindLatestThresholdForReducedTps"),
     _ignored("retryGetRecordsInSeconds", integer(1, INT_MAX), "parallel GetRecords retry after this wait", _JAVA,
              _POLL + "retryGetRecordsInSeconds"),
     _ignored("maxGetRecordsThreadPool", integer(1, INT_MAX), "threads for those retries", _JAVA,

@@ -13,8 +13,9 @@ import logging
 import os
 import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from kcl_mp.config import keys as K
 from kcl_mp.config.properties import last_wins, read_properties

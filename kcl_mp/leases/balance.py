@@ -62,13 +62,13 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from kcl_mp.config import LeaseSettings
-from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.shard_sync import unfinished_parents
+from kcl_mp.sequence import ExtendedSequenceNumber
 
 
 @dataclass(frozen=True)
@@ -207,7 +207,8 @@ def _take_or_stay(view: _View, needed: int, rng: random.Random) -> Plan | None:
     rng.shuffle(unowned)
     rng.shuffle(stale)
     take = tuple((unowned + stale)[:needed])
-    return Plan(view.target, take, (), view.live, f"{view.summary}: taking {len(take)} of {len(view.expired)} available")
+    return Plan(view.target, take, (), view.live,
+                f"{view.summary}: taking {len(take)} of {len(view.expired)} available")
 
 
 def _stealable(view: _View, owner: str) -> list[str]:

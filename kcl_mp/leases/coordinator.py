@@ -1,9 +1,10 @@
 """The lease coordinator: the supervisor's side of the lease table.
 
 It renews what this worker holds (all at once: ``renewer``), scans the table to take and
-steal (``balance`` decides, this module writes), runs the KCL 3.x graceful handoff in both directions, and keeps the
-table in step with the stream's shards (a ``ShardSyncer`` it holds). It never touches processes: it reports what changed and the
-supervisor starts, stops or warns shard workers accordingly.
+steal (``balance`` decides, this module writes), runs the KCL 3.x graceful handoff in both
+directions, and keeps the table in step with the stream's shards (a ``ShardSyncer`` it
+holds). It never touches processes: it reports what changed and the supervisor starts,
+stops or warns shard workers accordingly.
 
 A steal is a handoff, so a planned rebalance re-delivers nothing::
 
@@ -30,21 +31,20 @@ With isGracefulLeaseHandoffEnabled false, a steal is a plain take, as in KCL 2.x
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from kcl_mp.leases import balance
 from kcl_mp.config import Config
 from kcl_mp.errors import DependencyError
-from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
+from kcl_mp.leases import balance, shard_sync
 from kcl_mp.leases.lease import Lease
+from kcl_mp.leases.renewer import Renewer
+from kcl_mp.leases.shard_syncer import ShardSyncer, TableView
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
 from kcl_mp.metrics.catalogue import Recorder
-from kcl_mp.leases.renewer import Renewer
-from kcl_mp.leases import shard_sync
-from kcl_mp.leases.shard_syncer import ShardSyncer, TableView
-
+from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 
 GIVE_UP_COOLDOWN_S = 60.0
 

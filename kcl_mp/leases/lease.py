@@ -17,8 +17,9 @@ metrics there too (``leases.rows``). ``not_a_lease`` decides, before anything is
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 
@@ -111,11 +112,11 @@ class Lease:
         until it has checkpointed, then the new one (leaseOwner)."""
         return self.checkpoint_owner or self.owner
 
-    def with_(self, **changes: Any) -> "Lease":
+    def with_(self, **changes: Any) -> Lease:
         return replace(self, **changes)
 
     @classmethod
-    def from_item(cls, item: Mapping[str, Mapping[str, Any]]) -> "Lease":
+    def from_item(cls, item: Mapping[str, Mapping[str, Any]]) -> Lease:
         def s(name: str) -> str | None:
             value = item.get(name)
             return None if value is None else value.get("S")

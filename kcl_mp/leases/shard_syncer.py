@@ -13,19 +13,20 @@ audit state; ``shard_sync`` decides, this module lists and writes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
-from kcl_mp.leases import shard_sync
 from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
 from kcl_mp.config import Config, InitialPosition
 from kcl_mp.errors import ConfigError, DependencyError
-from kcl_mp.sequence import AT_TIMESTAMP, LATEST
+from kcl_mp.leases import shard_sync
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.shard_sync import Shard
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
+from kcl_mp.sequence import AT_TIMESTAMP, LATEST
 
 LIST_SHARDS_PAGE = 1000  # ListShards' own default page size, stated
 
@@ -98,7 +99,8 @@ class ShardSyncer:
         except DependencyError as exc:
             self.log.warning("recording the children of %s failed: %s", key, exc)
         plan = shard_sync.plan_child_leases(shards, self.view.last_seen, ended=key)
-        deferred = sorted({shard.shard_id for shard in shards} - {lease.key for lease in plan} - set(self.view.last_seen))
+        listed = {shard.shard_id for shard in shards}
+        deferred = sorted(listed - {lease.key for lease in plan} - set(self.view.last_seen))
         if deferred:
             self.log.info("children %s of %s wait for the shard sync (another parent has no lease yet)",
                           ", ".join(deferred), key)

@@ -46,8 +46,9 @@ These are the Java KCL's writes (DynamoDBLeaseRefresher / DynamoDBLeaseSerialize
 handoff ones are KCL 3.x's initiateGracefulLeaseHandoff and evictLease), so Java workers
 and kcl-mp workers can share one table; only "open" in take and handoff start is kcl-mp's
 own (a Java worker does not check it). The handoff start does not bump the counter, so
-the old owner keeps renewing (nobody sees the lease expire) until it has checkpointed. UpdateItem never touches attributes
-it does not name, so whatever a Java worker stored stays. A checkpoint does not bump
+the old owner keeps renewing (nobody sees the lease expire) until it has checkpointed.
+UpdateItem never touches attributes it does not name, so whatever a Java worker stored
+stays. A checkpoint does not bump
 ``leaseCounter``: only the supervisor's renewals do, so the shard worker (another process)
 never races its own supervisor; fencing comes from the owner condition instead.
 
@@ -60,13 +61,30 @@ its Java name from ``multilang.wire``); every other failure is translated to
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from kcl_mp.aws.errors import AWS_ERRORS, error_code, is_conditional_failure, translate
 from kcl_mp.errors import CheckpointOutcome, DependencyError, ThrottledError
-from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
-from kcl_mp.leases.lease import CHECKPOINT, CHECKPOINT_OWNER, CHECKPOINT_SUB, CHILD_SHARD_IDS, ENTITY_TYPE, LEASE_COUNTER, LEASE_ENTITY, LEASE_KEY, LEASE_OWNER, OWNER_SWITCHES, PENDING_CHECKPOINT, PENDING_CHECKPOINT_STATE, PENDING_CHECKPOINT_SUB, Lease, not_a_lease
+from kcl_mp.leases.lease import (
+    CHECKPOINT,
+    CHECKPOINT_OWNER,
+    CHECKPOINT_SUB,
+    CHILD_SHARD_IDS,
+    ENTITY_TYPE,
+    LEASE_COUNTER,
+    LEASE_ENTITY,
+    LEASE_KEY,
+    LEASE_OWNER,
+    OWNER_SWITCHES,
+    PENDING_CHECKPOINT,
+    PENDING_CHECKPOINT_STATE,
+    PENDING_CHECKPOINT_SUB,
+    Lease,
+    not_a_lease,
+)
 from kcl_mp.leases.rows import TableScan, read_items
+from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 
 OWNER_INDEX = "LeaseOwnerToLeaseKeyIndex"
 # This worker (:me) holds the lease: it owns it, or it is the old owner of a handoff.

@@ -30,7 +30,6 @@ import enum
 from dataclasses import dataclass
 
 from kcl_mp.errors import ProtocolError
-from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber, is_valid_sequence_number
 from kcl_mp.multilang.wire import (
     ILLEGAL_ARGUMENT,
     INITIALIZE,
@@ -49,6 +48,7 @@ from kcl_mp.multilang.wire import (
     encode_checkpoint_reply,
     encode_initialize,
 )
+from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber, is_valid_sequence_number
 
 
 class ChildState(enum.Enum):

@@ -279,8 +279,10 @@ def silence(lines_read: int, pending: bytes, last: StdoutNote | None) -> StdoutN
     or nothing at all since ``lines_read`` was counted (only inferred: a write left in the
     child's own buffer looks the same). None: it wrote messages, then nothing.
 
-    >>> silence(0, b"", None).reason
-    "nothing was written to stdout: was stdout flushed? (inferred: a write left in the processor's buffer looks the same as a processor still at work)"
+    >>> import textwrap
+    >>> print(textwrap.fill(silence(0, b"", None).reason, 80))
+    nothing was written to stdout: was stdout flushed? (inferred: a write left in
+    the processor's buffer looks the same as a processor still at work)
     """
     if pending:
         return StdoutNote(UNREAD, "the last line has no newline: it was never read",
@@ -336,10 +338,13 @@ def _as_long(value: Any) -> Any:
     return number if _LONG_MIN <= number <= _LONG_MAX else _NOT_MAPPED
 
 
+_JSON_KINDS: dict[type, str] = {list: "an array", str: "a string", dict: "an object"}
+
+
 def _json_kind(value: Any) -> str:
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
-    return {list: "an array", str: "a string", dict: "an object"}.get(type(value), "a number")
+    return _JSON_KINDS.get(type(value), "a number")
 
 
 def _rest_ignored(first: str, rest: str) -> str:

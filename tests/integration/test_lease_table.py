@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
-
+from kcl_mp.errors import CheckpointOutcome
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.table import OWNER_INDEX, LeaseTable
-from kcl_mp.errors import CheckpointOutcome
+from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 
 REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "java_kcl_3.1.3_tables.json"
 
@@ -32,7 +31,8 @@ def test_table_shape_matches_the_java_daemons(table, dynamodb):
     desc = dynamodb.describe_table(TableName=table.name)["Table"]
     java = next(iter(json.loads(REFERENCE.read_text())["while_running"].values()))
     assert desc["KeySchema"] == java["KeySchema"]
-    assert sorted(map(json.dumps, desc["AttributeDefinitions"])) == sorted(map(json.dumps, java["AttributeDefinitions"]))
+    attributes = desc["AttributeDefinitions"]
+    assert sorted(map(json.dumps, attributes)) == sorted(map(json.dumps, java["AttributeDefinitions"]))
     assert desc["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
     (index,) = desc["GlobalSecondaryIndexes"]
     assert index["IndexName"] == OWNER_INDEX and index["KeySchema"] == java["GlobalSecondaryIndexes"][0]["KeySchema"]
@@ -180,7 +180,8 @@ def test_a_3_5_lease_is_a_lease_and_keeps_its_entity_type(table, dynamodb):
     assert table.checkpoint(lease.key, "w2", ExtendedSequenceNumber("5")) is None
     item = dynamodb.get_item(TableName=table.name, Key={"leaseKey": {"S": lease.key}},
                              ConsistentRead=True)["Item"]
-    assert item["entityType"] == {"S": "LEASE"} and item["leaseOwner"] == {"S": "w2"} and item["checkpoint"] == {"S": "5"}
+    assert item["entityType"] == {"S": "LEASE"} and item["leaseOwner"] == {"S": "w2"}
+    assert item["checkpoint"] == {"S": "5"}
 
 
 def test_a_finished_lease_is_never_taken_nor_asked_for(table):

@@ -10,18 +10,20 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hyp_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 
-from kcl_mp.leases import balance
 from kcl_mp.config import LeaseSettings
-from kcl_mp.sequence import ExtendedSequenceNumber
-from kcl_mp.leases.lease import Lease
 from kcl_mp.devtools.fleet_sim import Fleet
+from kcl_mp.leases import balance
+from kcl_mp.leases.lease import Lease
+from kcl_mp.sequence import ExtendedSequenceNumber
 
 CASES_PATH = Path(__file__).parents[1] / "decisions" / "balance_cases.json"
 RULES = {"kcl-mp": balance.plan_leases, "java": balance.plan_leases_java}
-_LEASE = re.compile(r"(?P<key>[^=#~@<]+)(?:=(?P<owner>[^#~@<]+))?(?:#(?P<counter>\d+))?(?:~(?P<checkpoint_owner>[^@<]+))?"
-                    r"(?:@(?P<checkpoint>[^<]+))?(?:<(?P<parents>.+))?")
+_LEASE = re.compile(r"(?P<key>[^=#~@<]+)(?:=(?P<owner>[^#~@<]+))?(?:#(?P<counter>\d+))?"
+                    r"(?:~(?P<checkpoint_owner>[^@<]+))?(?:@(?P<checkpoint>[^<]+))?(?:<(?P<parents>.+))?")
 _OBSERVATION = re.compile(r"(?P<key>\S+)=(?P<owner>[^#]+)#(?P<counter>\d+) changed (?P<changed_at>\S+)"
                           r"(?: since (?P<owner_since>\S+))?(?P<checkpointed> checkpointed)?")
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from kcl_mp.config import keys as config_keys
 from kcl_mp.config import (
     Config,
     CredentialProvider,
@@ -22,6 +21,7 @@ from kcl_mp.config import (
     RetrievalSettings,
     load_config,
 )
+from kcl_mp.config import keys as config_keys
 from kcl_mp.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,7 +141,8 @@ def test_invalid_override_names_the_set_option(tmp_path) -> None:
         ("cleanupLeasesUponShardCompletion", "NO", "lease.cleanup_leases_upon_shard_completion", False),
         ("isGracefulLeaseHandoffEnabled", "off", "lease.graceful_lease_handoff_enabled", False),
         ("ignoreUnexpectedChildShards", "Y", "lease.ignore_unexpected_child_shards", True),
-        ("callProcessRecordsEvenForEmptyRecordList", "1", "retrieval.call_process_records_even_for_empty_record_list", True),
+        ("callProcessRecordsEvenForEmptyRecordList", "1", "retrieval.call_process_records_even_for_empty_record_list",
+         True),
         ("shutdownGraceMillis", "0", "processor.shutdown_grace_ms", 0),
         ("timeoutInSeconds", "30", "processor.timeout_s", 30.0),
         ("metricsLevel", "summary", "metrics.level", "SUMMARY"),

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from kcl_mp.config import InitialPosition
-from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.shard_sync import (
     MAX_HASH_KEY,
@@ -22,6 +21,7 @@ from kcl_mp.leases.shard_sync import (
     plan_new_leases,
     unfinished_parents,
 )
+from kcl_mp.sequence import ExtendedSequenceNumber
 
 CASES = json.loads((Path(__file__).parents[1] / "decisions" / "shard_sync_cases.json").read_text())
 _LEASE = re.compile(r"^(\d+)(?:<([\d,]+))?(?:@(\w+))?(?:>([\d,]+))?$")
@@ -55,12 +55,12 @@ def lease(text: str) -> Lease:
 
 
 def leases(texts: list[str]) -> dict[str, Lease]:
-    return {l.key: l for l in map(lease, texts)}
+    return {x.key: x for x in map(lease, texts)}
 
 
-def notation(l: Lease) -> str:
-    parents = f"<{','.join(short(p) for p in l.parent_shard_ids)}" if l.parent_shard_ids else ""
-    return f"{short(l.key)}{parents}@{l.checkpoint.sequence_number}"
+def notation(x: Lease) -> str:
+    parents = f"<{','.join(short(p) for p in x.parent_shard_ids)}" if x.parent_shard_ids else ""
+    return f"{short(x.key)}{parents}@{x.checkpoint.sequence_number}"
 
 
 def by_id(texts: list[str]) -> list[str]:
@@ -71,7 +71,7 @@ def by_id(texts: list[str]) -> list[str]:
 def test_sync(case):
     shards = [shard(s) for s in CASES["streams"][case["stream"]]]
     plan = plan_new_leases(shards, leases(case["leases"]), InitialPosition(case["initial"], 200.0))
-    assert by_id([notation(l) for l in plan.create]) == by_id(case["create"])
+    assert by_id([notation(x) for x in plan.create]) == by_id(case["create"])
     assert [short(s) for s in plan.inconsistent] == case.get("inconsistent", [])
     for created in plan.create:  # hash ranges come from the listing
         n = int(short(created.key))
@@ -81,13 +81,13 @@ def test_sync(case):
 @pytest.mark.parametrize("case", CASES["initial"], ids=[c["comment"][:80] for c in CASES["initial"]])
 def test_initial(case):
     plan = plan_initial_leases([shard(s) for s in case["listed"]], InitialPosition(case["initial"], 200.0))
-    assert by_id([notation(l) for l in plan.create]) == by_id(case["create"])
+    assert by_id([notation(x) for x in plan.create]) == by_id(case["create"])
 
 
 @pytest.mark.parametrize("case", CASES["children"], ids=[c["comment"][:80] for c in CASES["children"]])
 def test_children_at_shard_end(case):
     plan = plan_child_leases([shard(s) for s in case["children"]], leases(case["leases"]), ended=sid(case["ended"]))
-    assert by_id([notation(l) for l in plan]) == by_id(case["create"])
+    assert by_id([notation(x) for x in plan]) == by_id(case["create"])
 
 
 @pytest.mark.parametrize("case", CASES["cleanup"], ids=[c["comment"][:80] for c in CASES["cleanup"]])
@@ -126,7 +126,8 @@ HALF = MAX_HASH_KEY // 2
     # a finished lease does not cover; its children (childShardIds) must have leases
     ([Lease("p", checkpoint=ExtendedSequenceNumber("SHARD_END"), hash_range=(0, MAX_HASH_KEY), child_shard_ids=("c",)),
       _open("c", 0, MAX_HASH_KEY, parent_shard_ids=("p",))], None),
-    ([Lease("p", checkpoint=ExtendedSequenceNumber("SHARD_END"), hash_range=(0, MAX_HASH_KEY), child_shard_ids=("c", "d")),
+    ([Lease("p", checkpoint=ExtendedSequenceNumber("SHARD_END"), hash_range=(0, MAX_HASH_KEY),
+            child_shard_ids=("c", "d")),
       _open("c", 0, MAX_HASH_KEY, parent_shard_ids=("p",))], "finished shard p has children without leases"),
     ([Lease("p", checkpoint=ExtendedSequenceNumber("SHARD_END"), hash_range=(0, MAX_HASH_KEY)),
       _open("q", 0, MAX_HASH_KEY)], "finished shard p has children without leases"),
@@ -135,7 +136,7 @@ HALF = MAX_HASH_KEY // 2
       _open("d", HALF + 1, MAX_HASH_KEY, parent_shard_ids=("p",))], None),
 ])
 def test_audit(table, reason):
-    assert audit({l.key: l for l in table}) == reason
+    assert audit({x.key: x for x in table}) == reason
 
 
 def test_from_api_and_from_child():
@@ -157,4 +158,4 @@ def test_a_deep_lineage_does_not_recurse():
     plan = plan_new_leases(chain, {sid("7"): Lease(sid("7"), parent_shard_ids=(sid("6"),))}, InitialPosition("LATEST"))
     assert plan.create == ()  # 4999 descends from the leased 7: it waits for 7's end
     plan = plan_new_leases(chain, {sid("9999"): Lease(sid("9999"))}, InitialPosition("TRIM_HORIZON"))
-    assert [l.key for l in plan.create] == [sid("0")]
+    assert [x.key for x in plan.create] == [sid("0")]
