@@ -19,9 +19,10 @@ exactly, has no view; its ``why`` says what it is.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping, Union
+from typing import Any
 
 from kcl_mp.leases.lease import ENTITY_TYPE, LEASE_KEY, Lease, not_a_lease
 
@@ -77,7 +78,7 @@ class WorkerMetrics:
     support_code: int | None
 
 
-View = Union[LeaderLock, CoordinatorState, WorkerMetrics]
+View = LeaderLock | CoordinatorState | WorkerMetrics
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class OtherRow:
     view: View | None = None  # what Java stored, when the row has the shape Java writes
 
     @classmethod
-    def from_item(cls, item: Item, why: str) -> "OtherRow":
+    def from_item(cls, item: Item, why: str) -> OtherRow:
         key = _s(item, LEASE_KEY) or ""
         entity_type = _s(item, ENTITY_TYPE)
         try:
