@@ -55,8 +55,8 @@ from kcl_mp.multilang.child_stderr import LINES_PER_WINDOW, Dropped, Event, Stde
 from kcl_mp.multilang.protocol import Conversation, Done, Reply, Store
 from kcl_mp.multilang.wire import LEASE_MOVED, Batch, LineSplitter, Message, StdoutNote, checkpoint_error
 
-# None when stored, else why not: the lease table's outcome (or a Java error name: the shard
-# worker's fencing answers with one until it returns an outcome too).
+# None when stored, else why not: the lease table's outcome, or a Java error name sent as is
+# (the conformance kit's scripted errors; the shard worker's fencing, until it returns outcomes).
 Checkpointer = Callable[[ExtendedSequenceNumber], "CheckpointOutcome | str | None"]
 
 POLL_S = 0.25  # how often a wait looks at the child's exit status
