@@ -11,7 +11,7 @@ KINESIS_MOCK := tests/emulators/node_modules/kinesis-local/main.js
 # The Node.js processor's published aws-kcl library.
 NODE_PROCESSOR := kcl_mp/processors/nodejs/node_modules/aws-kcl/package.json
 
-.PHONY: demo spark-demo test unit integration bench bench-protocol bench-balance bench-faults clean jq java
+.PHONY: demo spark-demo lint test unit integration bench bench-protocol bench-balance bench-faults clean jq java
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -62,11 +62,16 @@ spark-demo: $(SPARK_STAMP) java
 demo: $(DEMO_STAMP)
 	$(BIN)/python examples/demo/run_demo.py $(DEMO_ARGS)
 
-## test: every test, unit then integration
-test: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java
+## lint: ruff (pyflakes, pycodestyle, import order, bugbear, pyupgrade) and mypy (strict on the pure modules)
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+## test: the lint, then every test, unit then integration
+test: lint $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-unit: $(STAMP)
+unit: lint $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
 
 integration: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java

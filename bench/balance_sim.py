@@ -31,12 +31,9 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from kcl_mp.config import LeaseSettings  # noqa: E402
-from kcl_mp.devtools.fleet_sim import Fleet, LeaderFleet, Result  # noqa: E402
+from kcl_mp.config import LeaseSettings
+from kcl_mp.devtools.fleet_sim import Fleet, LeaderFleet, Result
 
 MAX_CYCLES = 120
 

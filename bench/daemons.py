@@ -43,9 +43,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kcl_mp.devtools import java_daemon
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from kcl_mp.devtools import java_daemon  # noqa: E402
 
 RUN_TIMEOUT_S = 900.0  # KCL 3.x alone needs over a minute before its first record
 SHORTEST_WINDOW_S = 2.0
@@ -174,7 +174,8 @@ def run_once(daemon: str, size: int, records: int, url: str, stream: str, work: 
             if process.poll() is not None:
                 raise RuntimeError(f"{daemon} exited with status {process.returncode}; see {log.name}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{daemon}: {total} of {records} records after {RUN_TIMEOUT_S:.0f} s; see {log.name}")
+                raise RuntimeError(f"{daemon}: {total} of {records} records after {RUN_TIMEOUT_S:.0f} s; "
+                                   f"see {log.name}")
             time.sleep(0.1)
         time.sleep(0.3)  # the meter's next sample
     finally:
@@ -239,14 +240,11 @@ def report(runs: list[Run], records: int, max_records: int, metrics_level: str) 
                          f"{_spread(cols[2], '.0f'):>18} {_spread(cols[3], '.0f'):>18} {_spread(cols[4], '.1f'):>20} "
                          f"{_spread(cols[5], '.0f'):>16}")
         if len(medians) == 2:
-            j, k = medians["java"], medians["kcl-mp"]
-
-            def ratio(i: int) -> str:
-                return f"{k[i] / j[i]:.2f}x" if j[i] > 0 else "n/a (not measurable: use more --records)"
-
-            ratios.append(f"{size:>6}  kcl-mp/Java: records/s {ratio(0)}, CPU per record {ratio(1)} "
-                          f"(target <= 0.5), peak memory {ratio(2)} (target <= 0.5; summed RSS "
-                          f"{ratio(3)}), first record {ratio(4)} (target <= 0.25)")
+            ratio = [f"{k / j:.2f}x" if j > 0 else "n/a (not measurable: use more --records)"
+                     for j, k in zip(medians["java"], medians["kcl-mp"])]
+            ratios.append(f"{size:>6}  kcl-mp/Java: records/s {ratio[0]}, CPU per record {ratio[1]} "
+                          f"(target <= 0.5), peak memory {ratio[2]} (target <= 0.5; summed RSS "
+                          f"{ratio[3]}), first record {ratio[4]} (target <= 0.25)")
     note = []
     for daemon in ("java", "kcl-mp"):
         mine = [r for r in runs if r.daemon == daemon]

@@ -19,14 +19,11 @@ import statistics
 import sys
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from kcl_mp.retrieval.deaggregate import user_records  # noqa: E402
-from kcl_mp.multilang.child import ProcessorChild  # noqa: E402
-from kcl_mp.leases.lease import ExtendedSequenceNumber  # noqa: E402
-from kcl_mp.multilang.wire import make_batch  # noqa: E402
+from kcl_mp.multilang.child import ProcessorChild
+from kcl_mp.multilang.wire import make_batch
+from kcl_mp.retrieval.deaggregate import user_records
+from kcl_mp.sequence import ExtendedSequenceNumber
 
 NOOP = """import sys
 out = sys.stdout.buffer
@@ -70,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     child = ProcessorChild((sys.executable, "-c", NOOP), "shardId-000000000000", lambda position: None, 30.0, log)
     child.start()
     child.initialize(ExtendedSequenceNumber("TRIM_HORIZON"))
-    print(f"{'size':>8} {'records':>8} {'records/s (wall)':>18} {'records / CPU s':>17}   median of {args.rounds} rounds")
+    print(f"{'size':>8} {'records':>8} {'records/s (wall)':>18} {'records / CPU s':>17}   "
+          f"median of {args.rounds} rounds")
     try:
         for size, default in ((100, 100_000), (1024, 50_000), (10240, 10_000)):
             batches = pages(size, args.records or default)

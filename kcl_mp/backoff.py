@@ -19,7 +19,7 @@ class Backoff:
     cap_s: float = 10.0
 
     def ceiling(self, attempt: int) -> float:
-        return min(self.cap_s, self.base_s * (2 ** min(attempt, 30)))
+        return min(self.cap_s, self.base_s * (2.0 ** min(attempt, 30)))
 
     def next_delay(self, attempt: int, rng: random.Random) -> float:
         """Somewhere in [ceiling/2, ceiling]: never zero, so a retry storm cannot form."""

@@ -21,12 +21,11 @@ from pathlib import Path
 
 import boto3
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from kcl_mp.config import load_config
+from kcl_mp.devtools.producer import produce
+from kcl_mp.embedded import EMBEDDED_ENV, embedded_overrides, free_port
 
-from kcl_mp.config import load_config  # noqa: E402
-from kcl_mp.embedded import EMBEDDED_ENV, embedded_overrides, free_port  # noqa: E402
-from kcl_mp.devtools.producer import produce  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def main() -> int:
@@ -74,7 +73,8 @@ def run(args: argparse.Namespace, url: str, daemon: subprocess.Popen, stop: dict
             print("kcl-mp stopped before the stream was ready; see its log")
             return 1
         try:
-            if kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE":
+            summary = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
+            if summary["StreamStatus"] == "ACTIVE":
                 break
         except Exception:
             pass
@@ -98,7 +98,8 @@ def run(args: argparse.Namespace, url: str, daemon: subprocess.Popen, stop: dict
         except Exception:
             items = []
         done = {i["leaseKey"]["S"] for i in items if i.get("checkpoint", {}).get("S", "").isdigit()
-                and (int(i["checkpoint"]["S"]), int(i["checkpointSubSequenceNumber"]["N"])) >= last.get(i["leaseKey"]["S"], (0, 0))}
+                and (int(i["checkpoint"]["S"]), int(i["checkpointSubSequenceNumber"]["N"]))
+                >= last.get(i["leaseKey"]["S"], (0, 0))}
         if set(last) <= done:
             print(f"all {len(puts)} records processed and checkpointed in {time.monotonic() - started:.1f} s")
             return 0

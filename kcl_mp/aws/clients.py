@@ -36,6 +36,8 @@ from botocore import UNSIGNED
 from botocore.config import Config as BotoConfig
 from botocore.credentials import (
     CredentialProvider as BotoProvider,
+)
+from botocore.credentials import (
     CredentialResolver,
     DeferredRefreshableCredentials,
     create_credential_resolver,
@@ -72,7 +74,7 @@ _METHODS: dict[str, tuple[str, ...]] = {
 }
 
 
-class _AssumeRole(BotoProvider):  # type: ignore[misc]
+class _AssumeRole(BotoProvider):
     """sts:AssumeRole with the default chain's credentials, refreshed before expiry (Java's
     KclStsAssumeRoleCredentialsProvider). STS is first called when a request needs credentials."""
 

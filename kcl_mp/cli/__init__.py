@@ -20,11 +20,11 @@ import argparse
 import logging
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from kcl_mp import __version__, logs
 from kcl_mp.config import Config, load_config
-from kcl_mp.errors import ConfigError, KclMpError
+from kcl_mp.errors import EXIT_CONFIG, EXIT_USAGE, ConfigError, KclMpError
 
 log = logging.getLogger("kcl_mp.cli")
 
@@ -91,17 +91,20 @@ def _overrides(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command; the one place a kcl-mp error becomes an exit status (``fail``)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["leases"]:
-        from kcl_mp.cli import leases
-
+    if argv[:1] in (["leases"], ["check-processor"]):
         logs.setup(os.environ.get("KCL_MP_LOG_LEVEL", "WARNING"), "text")
-        return leases.main(argv[1:])
-    if argv[:1] == ["check-processor"]:
-        from kcl_mp.cli import check_processor
+        try:
+            if argv[0] == "leases":
+                from kcl_mp.cli import leases
 
-        logs.setup(os.environ.get("KCL_MP_LOG_LEVEL", "WARNING"), "text")
-        return check_processor.main(argv[1:])
+                return leases.main(argv[1:])
+            from kcl_mp.cli import check_processor
+
+            return check_processor.main(argv[1:])
+        except KclMpError as exc:
+            return fail(exc)
     args = _parser().parse_args(argv)
     logs.setup(args.log_level, args.log_format)
     path = args.properties or args.file
@@ -109,10 +112,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.warning("both --properties %s and %s given; using --properties", args.properties, args.file)
     if not path:
         print("kcl-mp: error: no properties file; use --properties FILE", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.log_configuration:
         log.warning("-l/--log-configuration %s ignored: kcl-mp logs with --log-level/--log-format",
                     args.log_configuration)
+    try:
+        return run(args, path)
+    except KclMpError as exc:
+        return fail(exc, json_logs=args.log_format == "json")
+
+
+def run(args: argparse.Namespace, path: str) -> int:
+    """The daemon: load the configuration (on the embedded server if asked), check it can
+    start, run the supervisor until it stops. Errors raise."""
     emulator = None
     try:
         overrides = _overrides(args.set)
@@ -137,27 +149,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kcl_mp.supervisor.loop import Supervisor
 
         return Supervisor(config, args.log_level, args.log_format, args.progress).run()
-    except KclMpError as exc:
-        return fail(exc, json_logs=args.log_format == "json")
     finally:
         if emulator is not None:
             emulator.stop()
 
 
 def fail(exc: KclMpError, json_logs: bool = False) -> int:
-    """Print a kcl-mp error for a person (a JSON log line with --log-format json); status 1."""
+    """Print a kcl-mp error for a person (a JSON log line with --log-format json); the exit status."""
     kind = "configuration error" if isinstance(exc, ConfigError) else "error"
     if json_logs:
         log.error("%s: %s", kind, exc)
     else:
         print(f"kcl-mp: {kind}: {exc}", file=sys.stderr)
-    return 1
+    return EXIT_CONFIG
 
 
 def check_startable(config: Config) -> None:
     """Refuse, before any lease is taken, what cannot run: a processor executable that is missing."""
-    from kcl_mp.multilang.command import resolve_command
     from kcl_mp.errors import ProcessorStartError
+    from kcl_mp.multilang.command import resolve_command
 
     try:
         resolve_command(config.processor.command, os.getcwd(), os.environ)

@@ -5,7 +5,7 @@ scenarios.json`` (daemon messages taken from the golden transcripts in ``kit/vec
 the kit is package data, so it works from a plain install, and the repository's
 ``multilang/`` links to it), one fresh child per scenario, with kcl-mp's own protocol driver,
 so a processor is judged by exactly the code that will run it. Per scenario it prints PASS,
-WARN or FAIL (``conformance_report`` decides) with the first divergence: the step, the
+WARN or FAIL (``check_report`` decides) with the first divergence: the step, the
 message sent, what went wrong, and every line Java would not take as the processor meant:
 the line, its length and the reason.
 
@@ -23,15 +23,16 @@ import logging
 import os
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from kcl_mp.cli.check_report import Seen, late_shard_end, verdict
+from kcl_mp.errors import EXIT_CONFIG, EXIT_OK, ConfigError, ProcessorError
 from kcl_mp.multilang.child import ProcessorChild
-from kcl_mp.errors import ConfigError, ProcessorError
-from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.multilang.wire import Batch, make_batch
+from kcl_mp.sequence import ExtendedSequenceNumber
 
 KIT = Path(__file__).resolve().parents[1] / "kit"
 STEP_TIMEOUT_S = 30.0
@@ -69,7 +70,7 @@ def load_scenarios(kit: Path = KIT) -> tuple[list[dict[str, Any]], float]:
     return spec["scenarios"], float(spec["exit_within_s"])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _daemon_messages(path: Path) -> tuple[dict[str, Any], ...]:
     """A transcript's daemon messages, each with its exact Java line as ``raw`` (read once)."""
     return tuple({**entry["msg"], "raw": entry["raw"]} for entry in map(json.loads, path.read_text().splitlines())
@@ -142,7 +143,8 @@ def run_scenario(command: Sequence[str], scenario: dict[str, Any], kit: Path, ex
                 child.start()
             if what == "initialize":
                 seq = message["sequenceNumber"]  # type: ignore[index]
-                child.initialize(None if seq is None else ExtendedSequenceNumber(seq, message["subSequenceNumber"] or 0))  # type: ignore[index]
+                sub = message["subSequenceNumber"] or 0  # type: ignore[index]
+                child.initialize(None if seq is None else ExtendedSequenceNumber(seq, sub))
             elif what == "processRecords":
                 child.process_records(_generated(step) if message is None else _batch(message))
             elif what == "shutdownRequested":
@@ -233,12 +235,7 @@ def main(argv: Sequence[str]) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         p.error("the processor command is missing: kcl-mp check-processor -- COMMAND [ARGS...]")
-    try:
-        outcomes = check_processor(command, args.kit, args.timeout, args.only)
-    except ConfigError as exc:
-        from kcl_mp.cli import fail
-
-        return fail(exc)
+    outcomes = check_processor(command, args.kit, args.timeout, args.only)
     print(render(command, outcomes), flush=True)
     failing = {"FAIL", "WARN"} if args.strict else {"FAIL"}
-    return 1 if any(o.verdict in failing for o in outcomes) else 0
+    return EXIT_CONFIG if any(o.verdict in failing for o in outcomes) else EXIT_OK

@@ -21,20 +21,20 @@ import argparse
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Mapping, Sequence
 
 import orjson
 
-from kcl_mp.leases.balance import is_expired, observe
-from kcl_mp.config import Config, load_config
 from kcl_mp.aws.clients import client as aws_client
-from kcl_mp.errors import KclMpError
+from kcl_mp.config import Config, load_config
+from kcl_mp.errors import EXIT_OK, KclMpError
+from kcl_mp.leases.balance import is_expired, observe
 from kcl_mp.leases.lease import Lease
-from kcl_mp.leases.table import LeaseTable
-from kcl_mp.leases.shard_sync import unfinished_parents
 from kcl_mp.leases.rows import OtherRow
+from kcl_mp.leases.shard_sync import unfinished_parents
+from kcl_mp.leases.table import LeaseTable
 
 
 @dataclass(frozen=True)
@@ -180,30 +180,25 @@ def main(argv: Sequence[str]) -> int:
     args = p.parse_args(argv)
     if args.watch is not None and args.watch <= 0:
         p.error("--watch: the interval must be more than 0 seconds")
-    try:
-        config = load_config(args.properties)
-        table = LeaseTable(aws_client("dynamodb", config.dynamodb), config.lease.table_name)
-        if args.watch is not None:
-            return watch(config, table, args.watch, args.count, args.json)
-        failover_s = config.lease.failover_time_ms / 1000.0
-        wait_s = failover_s + 0.1 if args.wait is None else max(0.0, args.wait)
-        before = table.scan()
-        after = before
-        if wait_s > 0:
-            print(f"watching lease counters for {wait_s:.1f} s to find expired leases (--wait 0 skips this)",
-                  file=sys.stderr, flush=True)
-            time.sleep(wait_s)
-            after = table.scan()
-        shown = summarize(config.lease.table_name, before.leases, after.leases, wait_s, failover_s, after.others)
-    except KclMpError as exc:
-        from kcl_mp.cli import fail
-
-        return fail(exc)
+    config = load_config(args.properties)
+    table = LeaseTable(aws_client("dynamodb", config.dynamodb), config.lease.table_name)
+    if args.watch is not None:
+        return watch(config, table, args.watch, args.count, args.json)
+    failover_s = config.lease.failover_time_ms / 1000.0
+    wait_s = failover_s + 0.1 if args.wait is None else max(0.0, args.wait)
+    before = table.scan()
+    after = before
+    if wait_s > 0:
+        print(f"watching lease counters for {wait_s:.1f} s to find expired leases (--wait 0 skips this)",
+              file=sys.stderr, flush=True)
+        time.sleep(wait_s)
+        after = table.scan()
+    shown = summarize(config.lease.table_name, before.leases, after.leases, wait_s, failover_s, after.others)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(asdict(shown), option=orjson.OPT_INDENT_2) + b"\n")
     else:
         print(render(shown))
-    return 0
+    return EXIT_OK
 
 
 def watch(config: Config, table: LeaseTable, every_s: float, count: int | None, as_json: bool) -> int:
@@ -244,4 +239,4 @@ def watch(config: Config, table: LeaseTable, every_s: float, count: int | None, 
             print(("\x1b[H\x1b[2J" if clear else "\n") + header + "\n" + render(current, moved), flush=True)
     except KeyboardInterrupt:
         pass
-    return 0
+    return EXIT_OK

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from kcl_mp.config import CredentialProvider
+from kcl_mp.config.settings import CredentialProvider
 
 Parser = Callable[[str], Any]
 INT_MAX = 2**31 - 1
@@ -274,7 +275,7 @@ KEYS: tuple[Key, ...] = (
     _k("streamArn", stream_arn, None, "the stream by ARN; its name overrides streamName", "top.stream_arn"),
     _k("tableName", text, None, "DynamoDB lease table (default: applicationName)"),
     _k("workerId", text, None, "this worker's lease owner id (default: a random UUID)", "", "workerIdentifier"),
-    _k("processingLanguage", text, None, "informational, logged only", "processor.processing_language"),
+    _ignored("processingLanguage", text, "the processor's language", "informational in Java too (a user-agent suffix)"),
     _k("timeoutInSeconds", integer(1, INT_MAX), None, "max wait for each processor reply (default: forever)",
        "processor.timeout_s"),
     _k("shutdownGraceMillis", integer(0), 20000, "wait for processors to checkpoint on SIGTERM (Java: 0)",
@@ -301,7 +302,8 @@ KEYS: tuple[Key, ...] = (
     _k("idleTimeBetweenReadsInMillis", integer(0), 1500, "pause between GetRecords (min 200)",
        "retrieval.idle_time_between_reads_ms", _POLL + "idleTimeBetweenReadsInMillis"),
     _k("millisBehindLatestThresholdForReducedTps", integer(0), 0, "near the tip, poll less (0: off)",
-       "retrieval.millis_behind_latest_threshold_for_reduced_tps_ms", _POLL + "millisBehindLatestThresholdForReducedTps"),
+       "retrieval.millis_behind_latest_threshold_for_reduced_tps_ms",
+       _POLL + "millisBehindLatestThresholdForReducedTps"),
     _ignored("retryGetRecordsInSeconds", integer(1, INT_MAX), "parallel GetRecords retry after this wait", _JAVA,
              _POLL + "retryGetRecordsInSeconds"),
     _ignored("maxGetRecordsThreadPool", integer(1, INT_MAX), "threads for those retries", _JAVA,
@@ -327,8 +329,9 @@ KEYS: tuple[Key, ...] = (
     _k("ignoreUnexpectedChildShards", boolean, False, "skip children whose parents have no lease",
        "lease.ignore_unexpected_child_shards"),
     _k("shardSyncIntervalMillis", integer(1), 60000, "ListShards -> new leases period", "lease.shard_sync_interval_ms"),
-    _k("enablePriorityLeaseAssignment", boolean, True, "take long-expired leases first",
-       "lease.enable_priority_lease_assignment"),
+    _ignored("enablePriorityLeaseAssignment", boolean, "take long-expired leases first",
+             "kcl-mp always takes unowned leases before other expired ones, within the target (Java 3.x also "
+             "exceeds the target for leases expired 3 x failoverTimeMillis: not done)"),
     _k("isGracefulLeaseHandoffEnabled", boolean, True, "shutdownRequested before handing a lease over",
        "lease.graceful_lease_handoff_enabled"),
     _k("gracefulLeaseHandoffTimeoutMillis", integer(0), 30000, "max wait for that",
@@ -344,10 +347,13 @@ KEYS: tuple[Key, ...] = (
        "lease.skip_shard_sync_at_startup_if_leases_exist"),
     _k("parentShardPollIntervalMillis", integer(1), 10000, "child shard waits for parents this often",
        "lease.parent_shard_poll_interval_ms"),
-    _k("taskBackoffTimeMillis", integer(0), 500, "backoff after a failed task", "lease.task_backoff_ms"),
-    _k("clientVersionConfig", choice("CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X",
-                                     "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1"),
-       "CLIENT_VERSION_CONFIG_3X", "KCL 3.x or 2.x-compatible fleet mode", "top.client_version_config"),
+    _ignored("taskBackoffTimeMillis", integer(0), "backoff after a failed task",
+             "the Java scheduler's task retry; kcl-mp backs a failing shard off with kclmp.processorMaxRestarts"),
+    _ignored("clientVersionConfig", choice("CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X",
+                                           "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1"),
+             "KCL 3.x or 2.x-compatible fleet mode",
+             "kcl-mp takes leases 2.x-style in either mode; the Java hosts of a mixed fleet need "
+             "COMPATIBLE_WITH_2X (docs/migration.md)"),
     _ignored("leaseAssignmentIntervalMillis", integer(1), "KCL 3 assignment period", _KCL3, notice=True),
     _ignored("initialLeaseTableReadCapacity", integer(1, INT_MAX), "provisioned capacity",
              "the lease table is created PAY_PER_REQUEST, as by the Java daemon"),

@@ -8,8 +8,9 @@ three timers from its own start time: renew (failoverTimeMillis/3 - epsilon), sc
 (kcl-mp: failoverTimeMillis + epsilon; Java: the take interval) and steal (the take
 interval). A scan reads the table at once; its conditional writes (on the counter it
 read) follow ``scan_latency_s`` later, one every ``write_s``, so workers that scan
-together act on one snapshot and race write by write, as real ones do. A steal moves the lease at once: the graceful handoff that follows it
-takes about one renew interval and does not change who counts the lease.
+together act on one snapshot and race write by write, as real ones do. A steal moves the
+lease at once: the graceful handoff that follows it takes about one renew interval and does
+not change who counts the lease.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import cast
 
 from kcl_mp.config import LEASE_EPSILON_MS, LeaseSettings
 from kcl_mp.leases import assignment, balance
 from kcl_mp.leases.lease import Lease
+
 
 class InvariantBroken(AssertionError):
     """Two workers both hold a lease at its current counter."""
@@ -136,7 +139,7 @@ class Fleet:
         self._push(self.now + self.watch_s, "scan", worker.name)
 
     def _write(self, worker: SimWorker, write: object) -> None:
-        key, seen = write  # type: ignore[misc]
+        key, seen = cast("tuple[str, int]", write)
         lease = self.table.get(key)
         if lease is None or lease.counter != seen:
             return  # the conditional write lost

@@ -14,8 +14,9 @@ from __future__ import annotations
 import hashlib
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from aws_kinesis_agg.aggregator import RecordAggregator
 
@@ -33,7 +34,7 @@ class Put:
 
 
 def _payload(n: int) -> str:
-    return '{"id": %d}' % n
+    return f'{{"id": {n}}}'
 
 
 def produce(

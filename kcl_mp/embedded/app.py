@@ -79,4 +79,4 @@ def serve_http2(host: str, port: int) -> None:
     config.bind = [f"{host}:{port}"]
     config.loglevel = "WARNING"
     app = AsyncioWSGIMiddleware(moto_app(), max_body_size=64 << 20)
-    asyncio.run(hypercorn_serve(app, config))  # type: ignore[arg-type]
+    asyncio.run(hypercorn_serve(app, config))

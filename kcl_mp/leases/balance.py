@@ -53,7 +53,7 @@ coordinator tries again at the next scan instead of a take interval later.
 A lease being handed over (``checkpointOwner`` set: KCL 3.x graceful handoff) counts
 for its new owner and is never stolen again until the handoff ends. Leases checkpointed
 at SHARD_END are finished work: neither counted, taken nor stolen. Clock and randomness
-come in as arguments, so the decision tables in tests/unit/balance_cases.json pin exact
+come in as arguments, so the decision tables in tests/decisions/balance_cases.json pin exact
 plans.
 """
 
@@ -62,13 +62,13 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from kcl_mp.config import LeaseSettings
-from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.shard_sync import unfinished_parents
+from kcl_mp.sequence import ExtendedSequenceNumber
 
 
 @dataclass(frozen=True)
@@ -207,7 +207,8 @@ def _take_or_stay(view: _View, needed: int, rng: random.Random) -> Plan | None:
     rng.shuffle(unowned)
     rng.shuffle(stale)
     take = tuple((unowned + stale)[:needed])
-    return Plan(view.target, take, (), view.live, f"{view.summary}: taking {len(take)} of {len(view.expired)} available")
+    return Plan(view.target, take, (), view.live,
+                f"{view.summary}: taking {len(take)} of {len(view.expired)} available")
 
 
 def _stealable(view: _View, owner: str) -> list[str]:

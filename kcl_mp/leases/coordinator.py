@@ -1,9 +1,10 @@
 """The lease coordinator: the supervisor's side of the lease table.
 
 It renews what this worker holds (all at once: ``renewer``), scans the table to take and
-steal (``balance`` decides, this module writes), runs the KCL 3.x graceful handoff in both directions, and keeps the
-table in step with the stream's shards (``shard_sync_io``). It never touches processes: it reports what changed and the
-supervisor starts, stops or warns shard workers accordingly.
+steal (``balance`` decides, this module writes), runs the KCL 3.x graceful handoff in both
+directions, and keeps the table in step with the stream's shards (a ``ShardSyncer`` it
+holds). It never touches processes: it reports what changed and the supervisor starts,
+stops or warns shard workers accordingly.
 
 A steal is a handoff, so a planned rebalance re-delivers nothing::
 
@@ -30,20 +31,20 @@ With isGracefulLeaseHandoffEnabled false, a steal is a plain take, as in KCL 2.x
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from kcl_mp.leases import balance
 from kcl_mp.config import Config
 from kcl_mp.errors import DependencyError
-from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
+from kcl_mp.leases import balance, shard_sync
 from kcl_mp.leases.lease import Lease
+from kcl_mp.leases.renewer import Renewer
+from kcl_mp.leases.shard_syncer import ShardSyncer, TableView
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
 from kcl_mp.metrics.catalogue import Recorder
-from kcl_mp.leases.renewer import Renewer
-from kcl_mp.leases.shard_syncer import ShardSyncing
-
+from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 
 GIVE_UP_COOLDOWN_S = 60.0
 
@@ -79,7 +80,7 @@ class Renewal:
 
 
 @dataclass
-class LeaseCoordinator(ShardSyncing):
+class LeaseCoordinator:
     config: Config
     table: LeaseTable
     kinesis: Any
@@ -90,9 +91,6 @@ class LeaseCoordinator(ShardSyncing):
     incoming: dict[str, Incoming] = field(default_factory=dict)
     handing_off: dict[str, float] = field(default_factory=dict)  # key -> when the request was seen
     observations: dict[str, balance.Observation] = field(default_factory=dict)
-    last_seen: dict[str, Lease] = field(default_factory=dict)  # the last scan (+ this host's own writes since)
-    live_workers: tuple[str, ...] = ()  # as the last scan saw them
-    gap_seen: bool = False  # the last audit found leases that leave a gap
     avoid: dict[str, float] = field(default_factory=dict)  # key -> until when this host does not take it
     last_steal_at: float = float("-inf")
     metrics: Recorder = field(default_factory=lambda: Recorder(enabled=False))
@@ -101,10 +99,43 @@ class LeaseCoordinator(ShardSyncing):
 
     def __post_init__(self) -> None:
         self.renewer = Renewer(self.renewals or self.table, self.config.lease, self.me, self.clock, random.Random())
+        self.view = TableView()
+        self.sync = ShardSyncer(self.config, self.table, self.kinesis, self.log, self.view)
 
     @property
     def me(self) -> str:
         return self.config.worker_id
+
+    @property
+    def last_seen(self) -> dict[str, Lease]:
+        """The last scan, plus this host's own writes since (shared with the shard syncer)."""
+        return self.view.last_seen
+
+    @last_seen.setter
+    def last_seen(self, leases: dict[str, Lease]) -> None:
+        self.view.last_seen = leases
+
+    # -- shard sync (``ShardSyncer``), as the supervisor calls it -----------------------
+
+    def describe_stream(self) -> str:
+        return self.sync.describe_stream()
+
+    def sync_shards(self, leases: Mapping[str, Lease], why: str) -> bool:
+        return self.sync.sync_shards(leases, why)
+
+    def audit(self) -> bool:
+        return self.sync.audit()
+
+    def create_children(self, key: str, children: Sequence[Mapping[str, Any]]) -> bool:
+        return self.sync.create_children(key, children)
+
+    def poll_parents(self, keys: Iterable[str]) -> None:
+        self.sync.poll_parents(keys)
+
+    def waiting_for(self, key: str) -> list[str]:
+        """The parents a held lease still waits for (their leases exist and are not at SHARD_END)."""
+        held = self.held.get(key)
+        return shard_sync.unfinished_parents(held.lease, self.last_seen) if held else []
 
     # -- start-up ---------------------------------------------------------------------
 
@@ -233,7 +264,7 @@ class LeaseCoordinator(ShardSyncing):
         may_steal = now - self.last_steal_at >= self.config.lease.take_interval_s
         plan = balance.plan_leases(self.me, leases, self.observations, now, self.config.lease, self.rng,
                                    may_steal=may_steal)
-        self.live_workers = plan.live_workers
+        self.view.live_workers = plan.live_workers
         if may_steal and not plan.deferred:  # steals put off until leases start: try again next scan
             self.last_steal_at = now
         self.avoid = {key: until for key, until in self.avoid.items() if until > now}

@@ -12,13 +12,14 @@ Attributes kcl-mp does not model are kept verbatim in ``extra`` and written back
 item written by a Java worker survives a round trip through kcl-mp unchanged.
 
 Not every row of a lease table is a lease: KCL 3.5 keeps its coordinator state and worker
-metrics there too (``table_rows``). ``not_a_lease`` decides, before anything is read as one.
+metrics there too (``leases.rows``). ``not_a_lease`` decides, before anything is read as one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 
@@ -36,7 +37,6 @@ PARENT_SHARD_IDS = "parentShardId"
 CHILD_SHARD_IDS = "childShardIds"
 STARTING_HASH_KEY = "startingHashKey"
 ENDING_HASH_KEY = "endingHashKey"
-THROUGHPUT_KBPS = "throughputKBps"
 CHECKPOINT_OWNER = "checkpointOwner"
 
 # KCL 3.5 (EntityType) marks every row of the lease table with its kind; a lease's is LEASE,
@@ -112,11 +112,11 @@ class Lease:
         until it has checkpointed, then the new one (leaseOwner)."""
         return self.checkpoint_owner or self.owner
 
-    def with_(self, **changes: Any) -> "Lease":
+    def with_(self, **changes: Any) -> Lease:
         return replace(self, **changes)
 
     @classmethod
-    def from_item(cls, item: Mapping[str, Mapping[str, Any]]) -> "Lease":
+    def from_item(cls, item: Mapping[str, Mapping[str, Any]]) -> Lease:
         def s(name: str) -> str | None:
             value = item.get(name)
             return None if value is None else value.get("S")

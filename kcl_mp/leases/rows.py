@@ -19,10 +19,11 @@ exactly, has no view; its ``why`` says what it is.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
-from typing import Any, Iterable, Mapping, Union
+from typing import Any
 
 from kcl_mp.leases.lease import ENTITY_TYPE, LEASE_KEY, Lease, not_a_lease
 
@@ -93,7 +94,7 @@ class WorkerMetrics:
     support_code: int | None
 
 
-View = Union[LeaderLock, CoordinatorState, WorkerMetrics]
+View = LeaderLock | CoordinatorState | WorkerMetrics
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ class OtherRow:
     view: View | None = None  # what Java stored, when the row has the shape Java writes
 
     @classmethod
-    def from_item(cls, item: Item, why: str) -> "OtherRow":
+    def from_item(cls, item: Item, why: str) -> OtherRow:
         key = _s(item, LEASE_KEY) or ""
         entity_type = _s(item, ENTITY_TYPE)
         try:

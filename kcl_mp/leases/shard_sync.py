@@ -1,6 +1,6 @@
 """Which leases to create and delete for a stream's shards: pure decisions, no I/O.
 
-The lease lifecycle (seed 002): DISCOVERY -> CREATION -> PROCESSING -> SHARD_END -> DELETION.
+The lease lifecycle, as the Java KCL documents it: DISCOVERY -> CREATION -> PROCESSING -> SHARD_END -> DELETION.
 Vocabulary used below, for a shard id and the lease table as last scanned:
 
 - *leased*: the shard has a lease.
@@ -46,12 +46,13 @@ ranges cover the whole key space and every finished lease's children have leases
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from kcl_mp.config import InitialPosition
-from kcl_mp.sequence import AT_TIMESTAMP, LATEST, TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_mp.leases.lease import Lease
+from kcl_mp.sequence import AT_TIMESTAMP, LATEST, TRIM_HORIZON, ExtendedSequenceNumber
 
 MAX_HASH_KEY = 2**128 - 1
 _NOT_STARTED = (TRIM_HORIZON, LATEST, AT_TIMESTAMP)
@@ -70,7 +71,7 @@ class Shard:
         return self.ending_sequence_number is not None
 
     @classmethod
-    def from_api(cls, shard: Mapping[str, Any]) -> "Shard":
+    def from_api(cls, shard: Mapping[str, Any]) -> Shard:
         """From a ListShards entry."""
         parents = tuple(p for p in (shard.get("ParentShardId"), shard.get("AdjacentParentShardId")) if p)
         numbers = shard.get("SequenceNumberRange", {})
@@ -78,7 +79,7 @@ class Shard:
                    numbers.get("StartingSequenceNumber"), numbers.get("EndingSequenceNumber"))
 
     @classmethod
-    def from_child(cls, child: Mapping[str, Any]) -> "Shard":
+    def from_child(cls, child: Mapping[str, Any]) -> Shard:
         """From a ChildShards entry of the last GetRecords of a shard (an open shard)."""
         return cls(child["ShardId"], tuple(child.get("ParentShards", ())), _hash_range(child["HashKeyRange"]))
 
@@ -133,7 +134,8 @@ def plan_new_leases(shards: Iterable[Shard], leases: Mapping[str, Lease], initia
     wants_history = initial.kind in (TRIM_HORIZON, AT_TIMESTAMP)
     reached: dict[str, bool] = {}
     # Rule 3 first: a child of a finished parent starts at TRIM_HORIZON whatever rule 2 says.
-    create: dict[str, Lease] = {lease.key: lease for lease in _child_leases(listed.values(), leases, gone, None, listed)}
+    children = _child_leases(listed.values(), leases, gone, None, listed)
+    create: dict[str, Lease] = {lease.key: lease for lease in children}
 
     def listed_parents(shard_id: str) -> list[str]:
         return [p for p in listed[shard_id].parent_shard_ids if p in listed]

@@ -6,31 +6,46 @@ for; the first host to act fixes the table and the others' next scan shows it. T
 where a shard ends creates that shard's children itself, from ChildShards. All writes
 are conditional, so two hosts acting at once is harmless. docs/resharding.md says why.
 
-``ShardSyncing`` is mixed into ``LeaseCoordinator``, whose table, clients, log and last
-scan it uses; ``shard_sync`` decides, this module lists and writes.
+``ShardSyncer`` is an object the ``LeaseCoordinator`` holds: it shares the coordinator's
+``TableView`` (the last scan, kept current with this host's own writes) and keeps its own
+audit state; ``shard_sync`` decides, this module lists and writes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import Any
 
-from kcl_mp.leases import shard_sync
 from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
-from kcl_mp.config import InitialPosition
+from kcl_mp.config import Config, InitialPosition
 from kcl_mp.errors import ConfigError, DependencyError
-from kcl_mp.sequence import AT_TIMESTAMP, LATEST
+from kcl_mp.leases import shard_sync
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.shard_sync import Shard
-
-if TYPE_CHECKING:
-    from kcl_mp.leases.coordinator import LeaseCoordinator
+from kcl_mp.leases.table import LeaseTable
+from kcl_mp.logs import ShardLog
+from kcl_mp.sequence import AT_TIMESTAMP, LATEST
 
 LIST_SHARDS_PAGE = 1000  # ListShards' own default page size, stated
 
 
-class ShardSyncing:
-    def sync_shards(self: "LeaseCoordinator", leases: Mapping[str, Lease], why: str) -> bool:
+@dataclass
+class TableView:
+    """The lease table as this host last saw it: the coordinator's scans fill it, the
+    syncer's writes and parent polls keep it current."""
+
+    last_seen: dict[str, Lease] = field(default_factory=dict)  # the last scan (+ this host's own writes since)
+    live_workers: tuple[str, ...] = ()  # as the last scan saw them
+
+
+class ShardSyncer:
+    def __init__(self, config: Config, table: LeaseTable, kinesis: Any, log: ShardLog, view: TableView):
+        self.config, self.table, self.kinesis, self.log, self.view = config, table, kinesis, log, view
+        self.gap_seen = False  # the last audit found leases that leave a gap
+
+    def sync_shards(self, leases: Mapping[str, Lease], why: str) -> bool:
         """ListShards, create the leases the hierarchy rules ask for, delete finished ones.
 
         False if the listing failed (the caller retries after listShardsBackoffTimeInMillis).
@@ -58,22 +73,22 @@ class ShardSyncing:
             self.clean_up(leases, shards)
         return True
 
-    def audit(self: "LeaseCoordinator") -> bool:
+    def audit(self) -> bool:
         """Every shardSyncIntervalMillis: clean up, and sync only if the table has a gap in
         two audits running (a scan can catch a shard end between its SHARD_END checkpoint
         and its children's creation; Java's auditor also waits for a confirmation)."""
-        self.clean_up(self.last_seen, None)
-        reason = shard_sync.audit(self.last_seen)
+        self.clean_up(self.view.last_seen, None)
+        reason = shard_sync.audit(self.view.last_seen)
         seen_before, self.gap_seen = self.gap_seen, reason is not None
         if reason is None:
             self.log.debug("shard sync not needed: the leases cover the key space")
             return True
-        if not seen_before and self.last_seen:
+        if not seen_before and self.view.last_seen:
             self.log.info("the lease table has a gap (%s); syncing shards if the next audit still finds one", reason)
             return True
-        return self.sync_shards(self.last_seen, reason)
+        return self.sync_shards(self.view.last_seen, reason)
 
-    def create_children(self: "LeaseCoordinator", key: str, children: Sequence[Mapping[str, Any]]) -> bool:
+    def create_children(self, key: str, children: Sequence[Mapping[str, Any]]) -> bool:
         """Shard ``key`` was read to its end here: record its children in its lease and create
         their leases. False without ChildShards (the caller syncs instead)."""
         if not children:
@@ -83,20 +98,16 @@ class ShardSyncing:
             self.table.add_child_shards(key, [shard.shard_id for shard in shards])
         except DependencyError as exc:
             self.log.warning("recording the children of %s failed: %s", key, exc)
-        plan = shard_sync.plan_child_leases(shards, self.last_seen, ended=key)
-        deferred = sorted({shard.shard_id for shard in shards} - {lease.key for lease in plan} - set(self.last_seen))
+        plan = shard_sync.plan_child_leases(shards, self.view.last_seen, ended=key)
+        listed = {shard.shard_id for shard in shards}
+        deferred = sorted(listed - {lease.key for lease in plan} - set(self.view.last_seen))
         if deferred:
             self.log.info("children %s of %s wait for the shard sync (another parent has no lease yet)",
                           ", ".join(deferred), key)
         self._create(plan)
         return True
 
-    def waiting_for(self: "LeaseCoordinator", key: str) -> list[str]:
-        """The parents a held lease still waits for (their leases exist and are not at SHARD_END)."""
-        held = self.held.get(key)
-        return shard_sync.unfinished_parents(held.lease, self.last_seen) if held else []
-
-    def poll_parents(self: "LeaseCoordinator", keys: Iterable[str]) -> None:
+    def poll_parents(self, keys: Iterable[str]) -> None:
         """Re-read the leases of parents someone waits for (parentShardPollIntervalMillis)."""
         for key in keys:
             try:
@@ -105,11 +116,11 @@ class ShardSyncing:
                 self.log.warning("reading parent lease %s failed: %s", key, exc)
                 continue
             if current is None:
-                self.last_seen.pop(key, None)
+                self.view.last_seen.pop(key, None)
             else:
-                self.last_seen[key] = current
+                self.view.last_seen[key] = current
 
-    def clean_up(self: "LeaseCoordinator", leases: Mapping[str, Lease], shards: Iterable[Shard] | None) -> None:
+    def clean_up(self, leases: Mapping[str, Lease], shards: Iterable[Shard] | None) -> None:
         """Delete finished leases whose children are being processed (cleanupLeasesUponShardCompletion).
 
         A live owner cleans up its own; anyone cleans up after a dead or unknown one."""
@@ -117,18 +128,18 @@ class ShardSyncing:
             return
         for key in shard_sync.plan_cleanup(leases, shards):
             owner = leases[key].owner
-            if owner and owner != self.me and owner in self.live_workers:
+            if owner and owner != self.config.worker_id and owner in self.view.live_workers:
                 continue
             try:
                 deleted = self.table.delete_finished(key)
             except DependencyError as exc:
                 self.log.warning("deleting finished lease %s failed: %s", key, exc)
                 continue
-            self.last_seen.pop(key, None)
+            self.view.last_seen.pop(key, None)
             if deleted:
                 self.log.info("deleted lease %s: its shard is finished and its children are being processed", key)
 
-    def _create(self: "LeaseCoordinator", leases: Iterable[Lease]) -> int:
+    def _create(self, leases: Iterable[Lease]) -> int:
         """Create each lease unless it exists; how many this call created."""
         count = 0
         for lease in leases:
@@ -139,12 +150,12 @@ class ShardSyncing:
                 continue
             if created:
                 count += 1
-                self.last_seen[lease.key] = lease
+                self.view.last_seen[lease.key] = lease
                 parents = f" (parents {', '.join(lease.parent_shard_ids)})" if lease.parent_shard_ids else ""
                 self.log.info("created lease %s at %s%s", lease.key, lease.checkpoint, parents)
         return count
 
-    def describe_stream(self: "LeaseCoordinator") -> str:
+    def describe_stream(self) -> str:
         """The stream's ARN. At start-up, before anything is written: Kinesis answers and the
         stream exists (a misspelt streamName must not leave a lease table behind)."""
         arn, name = self.config.stream_arn, self.config.stream_name
@@ -157,7 +168,7 @@ class ShardSyncing:
             raise translate(exc, f"describing stream {arn or name}") from exc
         return summary["StreamDescriptionSummary"]["StreamARN"]
 
-    def list_shards(self: "LeaseCoordinator", shard_filter: Mapping[str, Any] | None = None) -> list[Shard]:
+    def list_shards(self, shard_filter: Mapping[str, Any] | None = None) -> list[Shard]:
         """Every page of ListShards. An expired NextToken restarts the listing (bounded)."""
         first: dict[str, Any] = {"StreamName": self.config.stream_name, "MaxResults": LIST_SHARDS_PAGE}
         if shard_filter:

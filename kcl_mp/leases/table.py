@@ -34,7 +34,7 @@ each write is also conditioned on the item being a lease, as the paragraph after
 
 Every write but create is also conditioned on the item being a lease (``lease.not_a_lease``,
 as far as a condition can say it), so no write of kcl-mp can alter a row KCL 3.5 keeps
-beside the leases (``table_rows``): the checkpoint and the delete prefix their condition
+beside the leases (``leases.rows``): the checkpoint and the delete prefix their condition
 with ``is a lease AND``, every other UpdateItem with ``attribute_exists(leaseKey) AND is a
 lease AND``, where "is a lease" is ``attribute_type(leaseCounter, N) AND
 (attribute_not_exists(entityType) OR entityType = LEASE)``. Create needs no such condition:
@@ -46,26 +46,45 @@ These are the Java KCL's writes (DynamoDBLeaseRefresher / DynamoDBLeaseSerialize
 handoff ones are KCL 3.x's initiateGracefulLeaseHandoff and evictLease), so Java workers
 and kcl-mp workers can share one table; only "open" in take and handoff start is kcl-mp's
 own (a Java worker does not check it). The handoff start does not bump the counter, so
-the old owner keeps renewing (nobody sees the lease expire) until it has checkpointed. UpdateItem never touches attributes
-it does not name, so whatever a Java worker stored stays. A checkpoint does not bump
+the old owner keeps renewing (nobody sees the lease expire) until it has checkpointed.
+UpdateItem never touches attributes it does not name, so whatever a Java worker stored
+stays. A checkpoint does not bump
 ``leaseCounter``: only the supervisor's renewals do, so the shard worker (another process)
 never races its own supervisor; fencing comes from the owner condition instead.
 
-A lost race (ConditionalCheckFailed) is a ``None``/``False`` result, not an exception;
-every other failure is translated to ``errors.DependencyError``.
+A lost race (ConditionalCheckFailed) is a ``None``/``False`` result, not an exception, and a
+checkpoint not stored is an ``errors.CheckpointOutcome`` (the shard worker's processor gets
+its Java name from ``multilang.wire``); every other failure is translated to
+``errors.DependencyError``.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from kcl_mp.aws.errors import AWS_ERRORS, error_code, is_conditional_failure, translate
-from kcl_mp.errors import DependencyError, ThrottledError
-from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
-from kcl_mp.leases.lease import CHECKPOINT, CHECKPOINT_OWNER, CHECKPOINT_SUB, CHILD_SHARD_IDS, ENTITY_TYPE, LEASE_COUNTER, LEASE_ENTITY, LEASE_KEY, LEASE_OWNER, OWNER_SWITCHES, PENDING_CHECKPOINT, PENDING_CHECKPOINT_STATE, PENDING_CHECKPOINT_SUB, Lease, not_a_lease
+from kcl_mp.errors import CheckpointOutcome, DependencyError, ThrottledError
+from kcl_mp.leases.lease import (
+    CHECKPOINT,
+    CHECKPOINT_OWNER,
+    CHECKPOINT_SUB,
+    CHILD_SHARD_IDS,
+    ENTITY_TYPE,
+    LEASE_COUNTER,
+    LEASE_ENTITY,
+    LEASE_KEY,
+    LEASE_OWNER,
+    OWNER_SWITCHES,
+    PENDING_CHECKPOINT,
+    PENDING_CHECKPOINT_STATE,
+    PENDING_CHECKPOINT_SUB,
+    Lease,
+    not_a_lease,
+)
 from kcl_mp.leases.rows import TableScan, read_items
-from kcl_mp.multilang.wire import DEPENDENCY, INVALID_STATE, LEASE_MOVED, THROTTLED
+from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 
 OWNER_INDEX = "LeaseOwnerToLeaseKeyIndex"
 # This worker (:me) holds the lease: it owns it, or it is the old owner of a handoff.
@@ -308,8 +327,8 @@ class LeaseTable:
 
     # -- the checkpoint write (the shard worker's) ------------------------------------
 
-    def checkpoint(self, key: str, owner: str, position: ExtendedSequenceNumber) -> str | None:
-        """Store a checkpoint if ``owner`` still holds the lease; None or the error name for the child."""
+    def checkpoint(self, key: str, owner: str, position: ExtendedSequenceNumber) -> CheckpointOutcome | None:
+        """Store a checkpoint if ``owner`` still holds the lease; None when stored, else why not."""
         try:
             self.client.update_item(
                 TableName=self.name,
@@ -341,12 +360,12 @@ class LeaseTable:
             if is_conditional_failure(exc):
                 current = self.get(key)
                 if current is None or current.holder != owner:
-                    return LEASE_MOVED
-                return INVALID_STATE  # the lease is already at SHARD_END
+                    return CheckpointOutcome.LEASE_MOVED
+                return CheckpointOutcome.INVALID_STATE  # the lease is already at SHARD_END
             error = translate(exc, f"checkpointing lease {key}")
             if error.code == "ResourceNotFoundException":
-                return INVALID_STATE
-            return THROTTLED if isinstance(error, ThrottledError) else DEPENDENCY
+                return CheckpointOutcome.INVALID_STATE
+            return CheckpointOutcome.THROTTLED if isinstance(error, ThrottledError) else CheckpointOutcome.FAILED
 
     def _update(
         self, key: str, update: str, condition: str, names: dict[str, str], values: dict[str, Any], what: str

@@ -4,7 +4,7 @@ Pure: no boto3, no sockets. The supervisor records samples as things happen (a r
 round, a progress report from a shard worker, a table scan) into a ``Recorder``, which
 keeps one statistic set (count, sum, min, max, last) per metric and label. Once a second
 it ships what it recorded, with the current gauges, to the metrics process
-(``metrics_process``), which feeds ``CloudWatchBuffer`` and the Prometheus endpoint.
+(``metrics.process``), which feeds ``CloudWatchBuffer`` and the Prometheus endpoint.
 
 Names: CloudWatch gets the Java KCL's names where Java has the metric (``RenewAllLeases``
 / ``CurrentLeases``, ``ProcessTask`` / ``RecordsProcessed`` ...), with the same units,
@@ -22,11 +22,11 @@ worker merge into one per operation, which is what CloudWatch would compute anyw
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Any
 
 LEVELS = {"NONE": 0, "SUMMARY": 1, "DETAILED": 2}
-DIMENSIONS = ("Operation", "ShardId", "WorkerIdentifier", "StreamId")
 PUT_BATCH = 1000  # datums per PutMetricData (CloudWatch's limit since 2023; Java KCL sends 20)
 
 
@@ -118,13 +118,13 @@ class Stat:
     last: float
 
     @classmethod
-    def of(cls, value: float) -> "Stat":
+    def of(cls, value: float) -> Stat:
         return cls(1, value, value, value, value)
 
     def add(self, value: float) -> None:
         self.merge(Stat.of(value))
 
-    def merge(self, other: "Stat") -> None:
+    def merge(self, other: Stat) -> None:
         self.count += other.count
         self.total += other.total
         self.low = min(self.low, other.low)
@@ -170,12 +170,12 @@ class Recorder:
         return samples
 
 
-def encode_samples(samples: Samples) -> list[list]:
+def encode_samples(samples: Samples) -> list[list[Any]]:
     """Samples as JSON-ready rows ``[metric, label, count, sum, min, max, last]``."""
     return [[m, lbl, s.count, s.total, s.low, s.high, s.last] for (m, lbl), s in samples.items()]
 
 
-def decode_samples(rows: Iterable[Sequence]) -> Samples:
+def decode_samples(rows: Iterable[Sequence[Any]]) -> Samples:
     """The inverse of ``encode_samples``; rows naming an unknown metric are skipped."""
     return {(m, lbl): Stat(int(c), float(t), float(lo), float(hi), float(last))
             for m, lbl, c, t, lo, hi, last in rows if m in CATALOGUE}
@@ -265,7 +265,7 @@ def put_batches(taken: Mapping[tuple[str, str, Dims], Stat]) -> list[list[tuple[
     return [items[start:start + PUT_BATCH] for start in range(0, len(items), PUT_BATCH)]
 
 
-def put_request(namespace: str, at: float, batch: Iterable[tuple[tuple[str, str, Dims], Stat]]) -> dict:
+def put_request(namespace: str, at: float, batch: Iterable[tuple[tuple[str, str, Dims], Stat]]) -> dict[str, Any]:
     """PutMetricData's keyword arguments for one batch; ``at`` is epoch seconds."""
     return {
         "Namespace": namespace,
@@ -286,7 +286,8 @@ def put_request(namespace: str, at: float, batch: Iterable[tuple[tuple[str, str,
 # -- health -----------------------------------------------------------------------------
 
 
-def health(now: float, received_at: float | None, state: Mapping, failover_s: float) -> tuple[bool, dict]:
+def health(now: float, received_at: float | None, state: Mapping[str, Any], failover_s: float
+           ) -> tuple[bool, dict[str, Any]]:
     """``/healthz``: healthy while no lease of this host can have expired, as far as the
     supervisor's last report and the time since it tell.
 

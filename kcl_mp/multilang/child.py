@@ -43,20 +43,21 @@ from typing import Any
 from kcl_mp.multilang.child_stdout import EOF, ChildStdout
 from kcl_mp.multilang.command import resolve_command
 from kcl_mp.errors import (
-    LeaseLostError,
+    CheckpointOutcome,
     ProcessorError,
     ProcessorExitedError,
     ProcessorStartError,
     ProcessorTimeoutError,
     ProtocolError,
-    ThrottledError,
 )
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.multilang.child_stderr import LINES_PER_WINDOW, Dropped, Event, StderrLines
 from kcl_mp.multilang.protocol import Conversation, Done, Reply, Store
-from kcl_mp.multilang.wire import DEPENDENCY, LEASE_MOVED, THROTTLED, Batch, LineSplitter, Message, StdoutNote
+from kcl_mp.multilang.wire import LEASE_MOVED, Batch, LineSplitter, Message, StdoutNote, checkpoint_error
 
-Checkpointer = Callable[[ExtendedSequenceNumber], "str | None"]
+# None when stored, else why not: the lease table's outcome, or a Java error name sent as is
+# (the conformance kit's scripted errors; the shard worker's fencing, until it returns outcomes).
+Checkpointer = Callable[[ExtendedSequenceNumber], "CheckpointOutcome | str | None"]
 
 POLL_S = 0.25  # how often a wait looks at the child's exit status
 EXIT_GRACE_S = 1.0  # after the child exits, how long its pipes may take to reach EOF
@@ -101,15 +102,6 @@ class LineBudget:
     def flush(self) -> int:
         dropped, self.dropped = self.dropped, 0
         return dropped
-
-
-def _store_error(exc: BaseException) -> str:
-    """The Java error name for a checkpointer that raised instead of returning one."""
-    if isinstance(exc, LeaseLostError):
-        return LEASE_MOVED
-    if isinstance(exc, ThrottledError):
-        return THROTTLED
-    return DEPENDENCY
 
 
 class ProcessorChild:
@@ -286,10 +278,11 @@ class ProcessorChild:
 
     def _store(self, position: ExtendedSequenceNumber) -> str | None:
         try:
-            error = self.checkpointer(position)
+            outcome = self.checkpointer(position)
         except Exception as exc:  # the child must still get an answer
             self.log.exception("checkpointing %s at %s failed", self.shard_id, position)
-            return _store_error(exc)
+            return checkpoint_error(exc)
+        error = outcome if isinstance(outcome, str) else checkpoint_error(outcome)
         if error is None:
             self.log.debug("checkpointed %s at %s", self.shard_id, position)
         elif error == LEASE_MOVED:

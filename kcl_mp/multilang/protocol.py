@@ -1,5 +1,5 @@
 """The multilang conversation, pure: the state machine of one child's protocol
-(multilang/PROTOCOL.md). No I/O: ``driver`` does that; ``wire`` holds the bytes.
+(multilang/PROTOCOL.md). No I/O: ``child`` does that; ``wire`` holds the bytes.
 
 The conversation with one child is a state machine. The daemon sends an action, then
 takes the child's messages until the ``status`` for it; checkpoint requests in between are
@@ -12,7 +12,7 @@ validated here and either answered at once (``Reply``) or handed out to be store
       READY, SHUTDOWN_REQUESTED --leaseLost--> LOSING_LEASE --status--> FINISHED
       READY, SHUTDOWN_REQUESTED --shardEnded--> ENDING_SHARD --status--> FINISHED
       any awaiting state --status for another action--> FAILED   (ProtocolError)
-      any state --fail() (the driver saw an exit, a timeout, a broken pipe)--> FAILED
+      any state --fail() (the child driver saw an exit, a timeout, a broken pipe)--> FAILED
 
 Nothing is sent after FINISHED or FAILED; sending out of order is a bug (RuntimeError).
 
@@ -30,7 +30,6 @@ import enum
 from dataclasses import dataclass
 
 from kcl_mp.errors import ProtocolError
-from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber, is_valid_sequence_number
 from kcl_mp.multilang.wire import (
     ILLEGAL_ARGUMENT,
     INITIALIZE,
@@ -49,6 +48,7 @@ from kcl_mp.multilang.wire import (
     encode_checkpoint_reply,
     encode_initialize,
 )
+from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber, is_valid_sequence_number
 
 
 class ChildState(enum.Enum):

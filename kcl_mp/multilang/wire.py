@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import orjson
 
+from kcl_mp.errors import CheckpointOutcome, ThrottledError
 from kcl_mp.sequence import ExtendedSequenceNumber
 
 # The checkpoint errors the client libraries understand (PROTOCOL.md section 5.3).
@@ -26,6 +27,27 @@ INVALID_STATE = "InvalidStateException"
 LEASE_MOVED = "ShutdownException"  # the lease is no longer this worker's
 THROTTLED = "ThrottlingException"
 DEPENDENCY = "KinesisClientLibDependencyException"
+_CHECKPOINT_ERRORS = {
+    CheckpointOutcome.LEASE_MOVED: LEASE_MOVED,
+    CheckpointOutcome.INVALID_STATE: INVALID_STATE,
+    CheckpointOutcome.THROTTLED: THROTTLED,
+    CheckpointOutcome.FAILED: DEPENDENCY,
+}
+
+
+def checkpoint_error(outcome: CheckpointOutcome | BaseException | None) -> str | None:
+    """The Java exception name a processor gets for a checkpoint that was not stored: the
+    one mapping from the lease table's outcome (or a checkpointer's exception) to the
+    protocol. None when it was stored.
+
+    >>> checkpoint_error(CheckpointOutcome.LEASE_MOVED), checkpoint_error(None)
+    ('ShutdownException', None)
+    """
+    if outcome is None:
+        return None
+    if isinstance(outcome, CheckpointOutcome):
+        return _CHECKPOINT_ERRORS[outcome]
+    return THROTTLED if isinstance(outcome, ThrottledError) else DEPENDENCY
 
 INITIALIZE = "initialize"
 PROCESS_RECORDS = "processRecords"
@@ -257,8 +279,10 @@ def silence(lines_read: int, pending: bytes, last: StdoutNote | None) -> StdoutN
     or nothing at all since ``lines_read`` was counted (only inferred: a write left in the
     child's own buffer looks the same). None: it wrote messages, then nothing.
 
-    >>> silence(0, b"", None).reason
-    "nothing was written to stdout: was stdout flushed? (inferred: a write left in the processor's buffer looks the same as a processor still at work)"
+    >>> import textwrap
+    >>> print(textwrap.fill(silence(0, b"", None).reason, 80))
+    nothing was written to stdout: was stdout flushed? (inferred: a write left in
+    the processor's buffer looks the same as a processor still at work)
     """
     if pending:
         return StdoutNote(UNREAD, "the last line has no newline: it was never read",
@@ -314,10 +338,13 @@ def _as_long(value: Any) -> Any:
     return number if _LONG_MIN <= number <= _LONG_MAX else _NOT_MAPPED
 
 
+_JSON_KINDS: dict[type, str] = {list: "an array", str: "a string", dict: "an object"}
+
+
 def _json_kind(value: Any) -> str:
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
-    return {list: "an array", str: "a string", dict: "an object"}.get(type(value), "a number")
+    return _JSON_KINDS.get(type(value), "a number")
 
 
 def _rest_ignored(first: str, rest: str) -> str:

@@ -152,6 +152,8 @@ def test_leases_watch_redraws_and_marks_what_moved(tmp_path, moto_url, dynamodb,
         if watcher.poll() is None:
             watcher.kill()
             watcher.wait(10)
+        watcher.stdout.close()  # an unclosed pipe is a ResourceWarning, an error in this suite
+        watcher.stderr.close()
     assert len(views) == 6
     moved = [view["changes"] for view in views if view["changes"]]
     assert {"shardId-000000000000": "owner was host-a"} in moved, moved

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
-
+from kcl_mp.errors import CheckpointOutcome
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.table import OWNER_INDEX, LeaseTable
-from kcl_mp.multilang.wire import LEASE_MOVED
+from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 
 REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "java_kcl_3.1.3_tables.json"
 
@@ -32,7 +31,8 @@ def test_table_shape_matches_the_java_daemons(table, dynamodb):
     desc = dynamodb.describe_table(TableName=table.name)["Table"]
     java = next(iter(json.loads(REFERENCE.read_text())["while_running"].values()))
     assert desc["KeySchema"] == java["KeySchema"]
-    assert sorted(map(json.dumps, desc["AttributeDefinitions"])) == sorted(map(json.dumps, java["AttributeDefinitions"]))
+    attributes = desc["AttributeDefinitions"]
+    assert sorted(map(json.dumps, attributes)) == sorted(map(json.dumps, java["AttributeDefinitions"]))
     assert desc["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
     (index,) = desc["GlobalSecondaryIndexes"]
     assert index["IndexName"] == OWNER_INDEX and index["KeySchema"] == java["GlobalSecondaryIndexes"][0]["KeySchema"]
@@ -64,10 +64,10 @@ def test_checkpoint_is_fenced_by_owner_and_shard_end(table):
     assert table.checkpoint(lease.key, "w1", ExtendedSequenceNumber("42", 3)) is None
     stored = table.get(lease.key)
     assert stored.checkpoint == ExtendedSequenceNumber("42", 3) and stored.counter == lease.counter
-    assert table.checkpoint(lease.key, "w2", ExtendedSequenceNumber("43")) == "ShutdownException"
+    assert table.checkpoint(lease.key, "w2", ExtendedSequenceNumber("43")) == CheckpointOutcome.LEASE_MOVED
     assert table.checkpoint(lease.key, "w1", ExtendedSequenceNumber(SHARD_END)) is None
-    assert table.checkpoint(lease.key, "w1", ExtendedSequenceNumber("44")) == "InvalidStateException"
-    assert table.checkpoint("shardId-nope", "w1", ExtendedSequenceNumber("1")) == "ShutdownException"
+    assert table.checkpoint(lease.key, "w1", ExtendedSequenceNumber("44")) == CheckpointOutcome.INVALID_STATE
+    assert table.checkpoint("shardId-nope", "w1", ExtendedSequenceNumber("1")) == CheckpointOutcome.LEASE_MOVED
 
 
 def test_writes_preserve_attributes_written_by_java(table, dynamodb):
@@ -113,13 +113,13 @@ def test_graceful_handoff_keeps_the_old_owner_checkpointing_until_it_finishes(ta
     assert renewed is not None and renewed.holder == "A"
     assert table.renew(renewed, "B") is None  # the new owner does not renew before it starts
     assert table.checkpoint(held.key, "A", ExtendedSequenceNumber("42")) is None
-    assert table.checkpoint(held.key, "B", ExtendedSequenceNumber("43")) == "ShutdownException"
+    assert table.checkpoint(held.key, "B", ExtendedSequenceNumber("43")) == CheckpointOutcome.LEASE_MOVED
     assert table.handoff_finish(held.key, "A") is True
     after = table.get(held.key)
     assert after.owner == "B" and after.checkpoint_owner is None and after.counter == renewed.counter + 1
     assert after.checkpoint == ExtendedSequenceNumber("42")
     assert table.renew(renewed, "A") is None  # the old owner's next renewal fails: it lost the lease
-    assert table.checkpoint(held.key, "A", ExtendedSequenceNumber("44")) == "ShutdownException"
+    assert table.checkpoint(held.key, "A", ExtendedSequenceNumber("44")) == CheckpointOutcome.LEASE_MOVED
     assert table.renew(after, "B") is not None
     assert table.checkpoint(held.key, "B", ExtendedSequenceNumber("45")) is None
 
@@ -166,7 +166,7 @@ def test_no_write_alters_a_row_that_is_not_a_lease(table, dynamodb):
         assert table.handoff_cancel(key, "w1", "w2") is False
         assert table.release(key, "w1") is False
         assert table.add_child_shards(key, ["child"]) is False
-        assert table.checkpoint(key, "w1", ExtendedSequenceNumber("5")) == LEASE_MOVED
+        assert table.checkpoint(key, "w1", ExtendedSequenceNumber("5")) == CheckpointOutcome.LEASE_MOVED
         assert table.delete_finished(key) is False
     after = dynamodb.scan(TableName=table.name, ConsistentRead=True)["Items"]
     assert sorted(map(json.dumps, after)) == sorted(map(json.dumps, rows))
@@ -180,7 +180,8 @@ def test_a_3_5_lease_is_a_lease_and_keeps_its_entity_type(table, dynamodb):
     assert table.checkpoint(lease.key, "w2", ExtendedSequenceNumber("5")) is None
     item = dynamodb.get_item(TableName=table.name, Key={"leaseKey": {"S": lease.key}},
                              ConsistentRead=True)["Item"]
-    assert item["entityType"] == {"S": "LEASE"} and item["leaseOwner"] == {"S": "w2"} and item["checkpoint"] == {"S": "5"}
+    assert item["entityType"] == {"S": "LEASE"} and item["leaseOwner"] == {"S": "w2"}
+    assert item["checkpoint"] == {"S": "5"}
 
 
 def test_a_finished_lease_is_never_taken_nor_asked_for(table):

@@ -11,14 +11,14 @@ import random
 import boto3
 import pytest
 
-from kcl_mp.leases import shard_syncer as shard_sync_io
 from kcl_mp.config import load_config
 from kcl_mp.embedded import wait_active
-from kcl_mp.sequence import ExtendedSequenceNumber
-from kcl_mp.leases.lease import Lease
+from kcl_mp.leases import shard_syncer as shard_sync_io
 from kcl_mp.leases.coordinator import LeaseCoordinator
+from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
+from kcl_mp.sequence import ExtendedSequenceNumber
 
 from .harness import base_properties, write_properties
 from .kinesis_mock import split_in_half
@@ -53,7 +53,7 @@ def test_paging_the_empty_table_filter_and_an_interrupted_shard_end(
     monkeypatch.setattr(shard_sync_io, "LIST_SHARDS_PAGE", 2)  # 7 shards: four pages
     coordinator = _coordinator(tmp_path, kinesis, kinesis_mock_url, moto_url, dynamodb, stream, app,
                                initialPositionInStream="LATEST")
-    assert len(coordinator.list_shards()) == 7
+    assert len(coordinator.sync.list_shards()) == 7
 
     # Empty table, LATEST: the shards open now (AT_LATEST): not the closed parent.
     assert coordinator.sync_shards({}, "test")
@@ -80,7 +80,7 @@ def test_paging_the_empty_table_filter_and_an_interrupted_shard_end(
         assert table.checkpoint(child, "host-a", ExtendedSequenceNumber("49000000000000000000000000001")) is None
     coordinator.last_seen = {lease.key: lease for lease in table.list_leases()}
     calls = []
-    monkeypatch.setattr(coordinator, "list_shards", lambda *a: calls.append(a) or [])
+    monkeypatch.setattr(coordinator.sync, "list_shards", lambda *a: calls.append(a) or [])
     assert coordinator.audit()
     assert parent not in {lease.key for lease in table.list_leases()}
     assert calls == [], "the audit listed shards although the leases covered the key space"

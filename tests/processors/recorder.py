@@ -2,14 +2,15 @@
 """A processor written with amazon_kclpy that records everything it is given.
 
 Each child appends JSON lines to ``$RECORDER_DIR/<shard>.<pid>.jsonl``: one per event
-(initialize, shutdownRequested, leaseLost, shardEnded, checkpoint results) and one per
-record, each with the wall-clock time it was written (``at``; a record also carries ``got``, when
-its processRecords arrived: the moment of delivery). It checkpoints after every ``$RECORDER_CHECKPOINT_EVERY`` records (at the last
-record of the batch), and on shutdownRequested and shardEnded. ``$RECORDER_BATCH_DELAY_S``
-makes each processRecords take that long (a busy processor). ``$RECORDER_SHARD_END_REFUSALS``
-= N: the first N shardEnded of each shard are answered without a checkpoint (a processor
-that forgets to checkpoint at shard end). ``$RECORDER_FAULT``: see ``_fault``.
-``$RECORDER_HOST``: a name written into the initialize line (which daemon ran this child).
+(initialize, shutdownRequested, leaseLost, shardEnded, checkpoint results) and one per record,
+each with the wall-clock time it was written (``at``; a record also carries ``got``, when its
+processRecords arrived: the moment of delivery). It checkpoints after every
+``$RECORDER_CHECKPOINT_EVERY`` records (at the last record of the batch), and on
+shutdownRequested and shardEnded. ``$RECORDER_BATCH_DELAY_S`` makes each processRecords take
+that long (a busy processor). ``$RECORDER_SHARD_END_REFUSALS`` = N: the first N shardEnded of
+each shard are answered without a checkpoint (a processor that forgets to checkpoint at shard
+end). ``$RECORDER_FAULT``: see ``_fault``. ``$RECORDER_HOST``: a name written into the
+initialize line (which daemon ran this child).
 ``$RECORDER_STDERR_ENV`` = NAME: write that environment variable to stderr at initialize (a
 careless processor printing its credentials; the daemon's logs must not show them).
 ``$RECORDER_STDERR_FLOOD`` = SHARD:LINES:CHARS: at initialize of SHARD, write one line of

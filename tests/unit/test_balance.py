@@ -1,4 +1,4 @@
-"""Lease balancing: decision tables (balance_cases.json) for kcl-mp's rule and the Java
+"""Lease balancing: decision tables (tests/decisions/balance_cases.json) for kcl-mp's rule and the Java
 rule, and invariants over simulated fleets (kcl_mp.devtools.fleet_sim), random and hypothesis-made."""
 
 from __future__ import annotations
@@ -6,20 +6,84 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hyp_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 
-from kcl_mp.leases import balance
 from kcl_mp.config import LeaseSettings
-from kcl_mp.sequence import ExtendedSequenceNumber
-from kcl_mp.leases.lease import Lease
 from kcl_mp.devtools.fleet_sim import Fleet
+from kcl_mp.leases import balance
+from kcl_mp.leases.lease import Lease
+from kcl_mp.sequence import ExtendedSequenceNumber
 
-CASES_PATH = Path(__file__).parent / "balance_cases.json"
-CASES = json.loads(CASES_PATH.read_text())
+CASES_PATH = Path(__file__).parents[1] / "decisions" / "balance_cases.json"
 RULES = {"kcl-mp": balance.plan_leases, "java": balance.plan_leases_java}
+_LEASE = re.compile(r"(?P<key>[^=#~@<]+)(?:=(?P<owner>[^#~@<]+))?(?:#(?P<counter>\d+))?"
+                    r"(?:~(?P<checkpoint_owner>[^@<]+))?(?:@(?P<checkpoint>[^<]+))?(?:<(?P<parents>.+))?")
+_OBSERVATION = re.compile(r"(?P<key>\S+)=(?P<owner>[^#]+)#(?P<counter>\d+) changed (?P<changed_at>\S+)"
+                          r"(?: since (?P<owner_since>\S+))?(?P<checkpointed> checkpointed)?")
+
+
+def _decode_lease(text: str) -> dict:
+    """``s0=B#5~C@SHARD_END<p0,p1`` (the table's ``notation``) as the fields it names."""
+    m = _LEASE.fullmatch(text)
+    assert m, f"not a lease in the table's notation: {text!r}"
+    raw: dict = {k: v for k, v in m.groupdict().items() if v is not None}
+    if "counter" in raw:
+        raw["counter"] = int(raw["counter"])
+    if "parents" in raw:
+        raw["parents"] = raw["parents"].split(",")
+    return raw
+
+
+def _decode_observation(text: str) -> dict:
+    """``s0=B#5 changed 95.0 since 90.0 checkpointed`` as the fields it names."""
+    m = _OBSERVATION.fullmatch(text)
+    assert m, f"not an observation in the table's notation: {text!r}"
+    raw: dict = {"key": m["key"], "counter": int(m["counter"]), "owner": m["owner"],
+                 "changed_at": float(m["changed_at"])}
+    if m["owner_since"] is not None:
+        raw["owner_since"] = float(m["owner_since"])
+    if m["checkpointed"]:
+        raw["checkpointed"] = True
+    return raw
+
+
+def _decode_expect(text: str) -> dict:
+    """``target 2; take s0; steal s1 from B, s3 from C; live A B; deferred`` as the plan's fields."""
+    expect: dict = {"take": [], "steal": [], "steal_from": []}
+    for part in text.split("; "):
+        word, _, rest = part.partition(" ")
+        if word == "target":
+            expect["target"] = int(rest)
+        elif word == "take":
+            expect["take"] = rest.split(" ")
+        elif word == "steal":
+            pairs = [item.split(" from ") for item in rest.split(", ")]
+            expect["steal"], expect["steal_from"] = [k for k, _ in pairs], [o for _, o in pairs]
+        elif word == "live":
+            expect["live_workers"] = rest.split(" ")
+        elif part in ("deferred", "not deferred"):
+            expect["deferred"] = part == "deferred"
+        else:
+            raise AssertionError(f"not an expectation in the table's notation: {part!r}")
+    return expect
+
+
+def _decode(case: dict) -> dict:
+    """A case of the table, its compact strings decoded (the file's ``notation`` says how)."""
+    out = {**case, "observations": [_decode_observation(o) for o in case.get("observations", ())],
+           "expect": {rule: _decode_expect(e) for rule, e in case["expect"].items()}}
+    if "leases" in case:
+        out["leases"] = [_decode_lease(lease) for lease in case["leases"]]
+    return out
+
+
+CASES = [_decode(case) for case in json.loads(CASES_PATH.read_text())["cases"]]
 
 
 def _lease(raw: dict) -> Lease:
@@ -172,7 +236,8 @@ def test_dead_worker_leases_move_within_failover_and_one_take_interval(seed: int
 
 
 def test_join_settles_faster_than_the_java_rule_without_extra_moves() -> None:
-    """Seed 003's scenario, halved: 50 workers hold 250 leases at 5 each; 50 join."""
+    """A cluster joining a cluster, halved (500 shards and 100 + 100 workers in the KCL 2.x write-up on
+    stealing): 50 workers hold 250 leases at 5 each; 50 join."""
     results = {}
     for rule in ("kcl-mp", "java"):
         settings = LeaseSettings(table_name="t")

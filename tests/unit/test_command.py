@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.multilang.command import resolve_command
 from kcl_mp.errors import ProcessorStartError
+from kcl_mp.multilang.command import resolve_command
 
 
 def make(path: Path, text: str, mode: int = 0o755) -> Path:

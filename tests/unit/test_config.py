@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from kcl_mp.config import keys as config_keys
 from kcl_mp.config import (
     Config,
     CredentialProvider,
@@ -22,6 +21,7 @@ from kcl_mp.config import (
     RetrievalSettings,
     load_config,
 )
+from kcl_mp.config import keys as config_keys
 from kcl_mp.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,8 +141,8 @@ def test_invalid_override_names_the_set_option(tmp_path) -> None:
         ("cleanupLeasesUponShardCompletion", "NO", "lease.cleanup_leases_upon_shard_completion", False),
         ("isGracefulLeaseHandoffEnabled", "off", "lease.graceful_lease_handoff_enabled", False),
         ("ignoreUnexpectedChildShards", "Y", "lease.ignore_unexpected_child_shards", True),
-        ("callProcessRecordsEvenForEmptyRecordList", "1", "retrieval.call_process_records_even_for_empty_record_list", True),
-        ("taskBackoffTimeMillis", "0", "lease.task_backoff_ms", 0),
+        ("callProcessRecordsEvenForEmptyRecordList", "1", "retrieval.call_process_records_even_for_empty_record_list",
+         True),
         ("shutdownGraceMillis", "0", "processor.shutdown_grace_ms", 0),
         ("timeoutInSeconds", "30", "processor.timeout_s", 30.0),
         ("metricsLevel", "summary", "metrics.level", "SUMMARY"),
@@ -150,9 +150,6 @@ def test_invalid_override_names_the_set_option(tmp_path) -> None:
         ("maxLeasesForWorker", "  7  ", "lease.max_leases_for_worker", 7),
         ("workerIdentifier", "w-1", "worker_id", "w-1"),
         ("tableName", "leases", "lease.table_name", "leases"),
-        ("clientVersionConfig", "client_version_config_compatible_with_2x", "client_version_config",
-         "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X"),
-        ("processingLanguage", "python/3.8", "processor.processing_language", "python/3.8"),
         ("fanoutConfig.consumerName", "c", "retrieval.consumer_name", "c"),
         ("pollingConfig.maxRecords", "5", "retrieval.max_records", 5),
         ("kclmp.metricsPort", "9464", "metrics.port", 9464),
@@ -275,6 +272,15 @@ def test_max_lease_renewal_threads_is_used(tmp_path) -> None:
     assert config.lease.max_lease_renewal_threads == 64 and config.ignored == ()
     with pytest.raises(ConfigError, match="maxLeaseRenewalThreads = '0'"):
         load(tmp_path, maxLeaseRenewalThreads="0")
+
+
+def test_keys_nothing_reads_are_accepted_and_ignored(tmp_path) -> None:
+    """Java keys kcl-mp has no use for: recorded with their reason, an info line, no warning."""
+    config = load(tmp_path, enablePriorityLeaseAssignment="false", taskBackoffTimeMillis="0",
+                  processingLanguage="python/3.8", clientVersionConfig="client_version_config_compatible_with_2x")
+    assert {name for name, _ in config.ignored} == {
+        "enablePriorityLeaseAssignment", "taskBackoffTimeMillis", "processingLanguage", "clientVersionConfig"}
+    assert config.warnings == ()
 
 
 def test_ignored_keys_are_still_validated(tmp_path) -> None:
@@ -435,7 +441,8 @@ def test_config_md_has_samples() -> None:
 @pytest.mark.parametrize("index", [0, 1])
 def test_config_md_sample_files_load_cleanly(tmp_path, index: int) -> None:
     config = load_config(write(tmp_path, _config_md_samples()[index]))
-    assert config.warnings == () and config.ignored == ()
+    # processingLanguage is informational: ignored with an info line, not a warning
+    assert config.warnings == () and {name for name, _ in config.ignored} <= {"processingLanguage"}
 
 
 def test_demo_properties_load_cleanly() -> None:

@@ -24,17 +24,20 @@ def test_plain_text_alone_passes_and_is_shown_only_beside_a_failure():
 
 
 def test_a_skipped_message_or_a_late_one_is_a_warning():
-    skipped = StdoutNote(SKIPPED, "checkpoint with an extra key 'x' (Java skips it)", '{"action":"checkpoint","x":1}', 29)
+    skipped = StdoutNote(SKIPPED, "checkpoint with an extra key 'x' (Java skips it)",
+                         '{"action":"checkpoint","x":1}', 29)
     assert verdict(None, [Seen(2, "processRecords", "leaseLost", skipped)])[0] == "WARN"
     result, lines = verdict(None, [Seen(2, "processRecords", "leaseLost", late("processRecords"))])
-    assert result == "WARN" and lines[0] == "step 2 (processRecords): checkpoint sent after the status for processRecords"
+    assert result == "WARN"
+    assert lines[0] == "step 2 (processRecords): checkpoint sent after the status for processRecords"
     assert lines[2].endswith("refused then (InvalidStateException: no checkpoint during leaseLost, PROTOCOL.md 5.2)")
     _, lines = verdict(None, [Seen(3, "leaseLost", None, late("leaseLost"))])
     assert "drains this line unread" in lines[2]
 
 
 def test_a_late_checkpoint_after_shard_end_is_found():
-    seen = [Seen(2, "processRecords", "shardEnded", late("processRecords")), Seen(3, "shardEnded", None, late("shardEnded"))]
+    seen = [Seen(2, "processRecords", "shardEnded", late("processRecords")),
+            Seen(3, "shardEnded", None, late("shardEnded"))]
     assert late_shard_end(seen) is seen[1]
     assert late_shard_end(seen[:1]) is None
 

@@ -8,8 +8,9 @@ import boto3
 import pytest
 from botocore import UNSIGNED
 
-from kcl_mp.config import ClientSettings, CredentialProvider as P
 from kcl_mp.aws.clients import DEFAULT_LIMITS, ClientLimits, client, session_for
+from kcl_mp.config import ClientSettings
+from kcl_mp.config import CredentialProvider as P
 from kcl_mp.errors import ConfigError
 
 ENDPOINT = "http://127.0.0.1:9"  # never contacted

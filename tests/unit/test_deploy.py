@@ -181,7 +181,8 @@ def policy_actions(name: str) -> set[str]:
 def test_the_code_calls_aws_only_from_the_modules_the_policies_cover():
     calls = api_calls()
     assert set(calls) - TOOLING == set(FEATURES), "a module calls AWS: give it a feature (and a policy) here"
-    assert "kinesis:GetRecords" in calls["retrieval.polling"] and "kinesis:SubscribeToShard" in calls["retrieval.fanout"]
+    assert "kinesis:GetRecords" in calls["retrieval.polling"]
+    assert "kinesis:SubscribeToShard" in calls["retrieval.fanout"]
 
 
 @pytest.mark.parametrize("policy", sorted({p for features in FEATURES.values() for p in features}))

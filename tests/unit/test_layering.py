@@ -16,10 +16,10 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "kcl_mp"
 
 PURE = ["kcl_mp.backoff", "kcl_mp.errors", "kcl_mp.sequence",
-        "kcl_mp.config", "kcl_mp.config.keys", "kcl_mp.config.properties", "kcl_mp.config.settings",
-        "kcl_mp.leases.lease", "kcl_mp.leases.balance", "kcl_mp.leases.client_version", "kcl_mp.leases.rows",
-        "kcl_mp.leases.assignment",
-        "kcl_mp.leases.shard_sync", "kcl_mp.leases.fencing",
+        "kcl_mp.config", "kcl_mp.config.keys", "kcl_mp.config.load", "kcl_mp.config.properties",
+        "kcl_mp.config.settings",
+        "kcl_mp.leases.lease", "kcl_mp.leases.balance", "kcl_mp.leases.shard_sync", "kcl_mp.leases.fencing",
+        "kcl_mp.leases.client_version", "kcl_mp.leases.rows", "kcl_mp.leases.assignment", "kcl_mp.leases.throughput",
         "kcl_mp.multilang.wire", "kcl_mp.multilang.protocol", "kcl_mp.multilang.command",
         "kcl_mp.retrieval.deaggregate", "kcl_mp.supervisor.restart_policy", "kcl_mp.supervisor.progress",
         "kcl_mp.metrics.catalogue", "kcl_mp.worker.channel"]
@@ -48,7 +48,8 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
             for alias in node.names:
                 out.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
     return {m for m in out if m in known and m != name}

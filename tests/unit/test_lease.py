@@ -1,4 +1,5 @@
-"""The lease model against the items the Java KCL 3.1.3 daemon wrote (tests/fixtures, copied from the shared reference run)."""
+"""The lease model against the items the Java KCL 3.1.3 daemon wrote (tests/fixtures, copied
+from the shared reference run)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber, is_valid_sequence_number
-
 from kcl_mp.leases.lease import Lease
+from kcl_mp.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber, is_valid_sequence_number
 
 REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "java_kcl_3.1.3_tables.json"
 

@@ -1,9 +1,8 @@
 """``kcl-mp leases``: the report from two scans (pure)."""
 
-from kcl_mp.sequence import ExtendedSequenceNumber
-
-from kcl_mp.leases.lease import Lease
 from kcl_mp.cli.leases import render, summarize
+from kcl_mp.leases.lease import Lease
+from kcl_mp.sequence import ExtendedSequenceNumber
 
 
 def test_report_counts_workers_spread_and_states() -> None:
@@ -38,15 +37,16 @@ def test_without_waiting_expiry_is_not_measured() -> None:
 
 
 def test_a_child_waiting_for_its_parents_says_so() -> None:
-    leases = [Lease("p", "A", 5, ExtendedSequenceNumber("100")), Lease("q", "A", 5, ExtendedSequenceNumber("SHARD_END")),
+    leases = [Lease("p", "A", 5, ExtendedSequenceNumber("100")),
+              Lease("q", "A", 5, ExtendedSequenceNumber("SHARD_END")),
               Lease("c", "B", 3, parent_shard_ids=("p", "q")), Lease("d", "B", 3, parent_shard_ids=("q",))]
     states = {row.key: row.state for row in summarize("app", leases, leases, 0.0, 10.0).leases}
     assert states == {"p": "held", "q": "finished", "c": "held, waits for its parents", "d": "held"}
 
 
 def test_changes_between_two_views_name_what_moved():
-    from kcl_mp.sequence import ExtendedSequenceNumber
     from kcl_mp.cli.leases import changes, report
+    from kcl_mp.sequence import ExtendedSequenceNumber
 
     before = report("app", [Lease("a", owner="w1", counter=1), Lease("b", owner="w1", counter=1),
                             Lease("c", owner="w2", counter=1, checkpoint=ExtendedSequenceNumber("5")),

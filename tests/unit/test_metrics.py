@@ -10,13 +10,24 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kcl_mp import logs
-from kcl_mp.leases.balance import fleet
 from kcl_mp.config import LeaseSettings
-from kcl_mp.retrieval.deaggregate import data_bytes
+from kcl_mp.leases.balance import fleet
 from kcl_mp.leases.lease import Lease
-from kcl_mp.metrics.catalogue import (CATALOGUE, PUT_BATCH, CloudWatchBuffer, Recorder, Stat, decode_samples, dimensions,
-                            encode_samples, health, put_batches, put_request)
+from kcl_mp.metrics.catalogue import (
+    CATALOGUE,
+    PUT_BATCH,
+    CloudWatchBuffer,
+    Recorder,
+    Stat,
+    decode_samples,
+    dimensions,
+    encode_samples,
+    health,
+    put_batches,
+    put_request,
+)
 from kcl_mp.metrics.process import Exporter
+from kcl_mp.retrieval.deaggregate import data_bytes
 
 
 def test_every_metric_is_named_once_with_a_known_level_and_kind():

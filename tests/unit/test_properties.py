@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kcl_mp.errors import ConfigError
 from kcl_mp.config.properties import Entry, last_wins, parse, read_properties
+from kcl_mp.errors import ConfigError
 
 # (why, text, expected [(key, value, line)])
 CASES = [

@@ -13,14 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kcl_mp.errors import ProtocolError
-from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 from kcl_mp.multilang.protocol import AWAIT, SEND, ChildState, Conversation, Done, Ignored, Reply, Store
 from kcl_mp.multilang.wire import (
-    Batch,
-    CheckpointRequest,
     SILENT,
     SKIPPED,
     UNREAD,
+    Batch,
+    CheckpointRequest,
     LineSplitter,
     Other,
     Skip,
@@ -32,6 +31,7 @@ from kcl_mp.multilang.wire import (
     parse_line,
     silence,
 )
+from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 
 VECTORS = Path(__file__).resolve().parents[2] / "multilang" / "vectors"
 VECTOR_FILES = sorted(VECTORS.glob("*.jsonl"))
@@ -446,7 +446,8 @@ def test_checkpoint_store_and_failure_keep_last_checkpoint_right():
     assert conv.last_checkpoint == ExtendedSequenceNumber("10")
     store = conv.receive(CheckpointRequest(None, None))
     assert store.position == ExtendedSequenceNumber("20")
-    assert conv.stored(store, None) == b'{"action":"checkpoint","sequenceNumber":null,"subSequenceNumber":null,"error":null}\n'
+    assert conv.stored(store, None) == (b'{"action":"checkpoint","sequenceNumber":null,"subSequenceNumber":null,'
+                                        b'"error":null}\n')
     assert conv.last_checkpoint == ExtendedSequenceNumber("20")
 
 

@@ -1,4 +1,4 @@
-"""Shard sync: decision tables (shard_sync_cases.json) for lease creation, children at shard
+"""Shard sync: decision tables (tests/decisions/shard_sync_cases.json) for lease creation, children at shard
 end, cleanup and the wait for parents; the audit that spares needless ListShards calls."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from kcl_mp.config import InitialPosition
-from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.shard_sync import (
     MAX_HASH_KEY,
@@ -22,8 +21,9 @@ from kcl_mp.leases.shard_sync import (
     plan_new_leases,
     unfinished_parents,
 )
+from kcl_mp.sequence import ExtendedSequenceNumber
 
-CASES = json.loads((Path(__file__).parent / "shard_sync_cases.json").read_text())
+CASES = json.loads((Path(__file__).parents[1] / "decisions" / "shard_sync_cases.json").read_text())
 _LEASE = re.compile(r"^(\d+)(?:<([\d,]+))?(?:@(\w+))?(?:>([\d,]+))?$")
 _SHARD = re.compile(r"^(\d+)(?:<([\d,]+))?( x)?$")
 
@@ -55,12 +55,12 @@ def lease(text: str) -> Lease:
 
 
 def leases(texts: list[str]) -> dict[str, Lease]:
-    return {l.key: l for l in map(lease, texts)}
+    return {x.key: x for x in map(lease, texts)}
 
 
-def notation(l: Lease) -> str:
-    parents = f"<{','.join(short(p) for p in l.parent_shard_ids)}" if l.parent_shard_ids else ""
-    return f"{short(l.key)}{parents}@{l.checkpoint.sequence_number}"
+def notation(x: Lease) -> str:
+    parents = f"<{','.join(short(p) for p in x.parent_shard_ids)}" if x.parent_shard_ids else ""
+    return f"{short(x.key)}{parents}@{x.checkpoint.sequence_number}"
 
 
 def by_id(texts: list[str]) -> list[str]:
@@ -71,7 +71,7 @@ def by_id(texts: list[str]) -> list[str]:
 def test_sync(case):
     shards = [shard(s) for s in CASES["streams"][case["stream"]]]
     plan = plan_new_leases(shards, leases(case["leases"]), InitialPosition(case["initial"], 200.0))
-    assert by_id([notation(l) for l in plan.create]) == by_id(case["create"])
+    assert by_id([notation(x) for x in plan.create]) == by_id(case["create"])
     assert [short(s) for s in plan.inconsistent] == case.get("inconsistent", [])
     for created in plan.create:  # hash ranges come from the listing
         n = int(short(created.key))
@@ -81,13 +81,13 @@ def test_sync(case):
 @pytest.mark.parametrize("case", CASES["initial"], ids=[c["comment"][:80] for c in CASES["initial"]])
 def test_initial(case):
     plan = plan_initial_leases([shard(s) for s in case["listed"]], InitialPosition(case["initial"], 200.0))
-    assert by_id([notation(l) for l in plan.create]) == by_id(case["create"])
+    assert by_id([notation(x) for x in plan.create]) == by_id(case["create"])
 
 
 @pytest.mark.parametrize("case", CASES["children"], ids=[c["comment"][:80] for c in CASES["children"]])
 def test_children_at_shard_end(case):
     plan = plan_child_leases([shard(s) for s in case["children"]], leases(case["leases"]), ended=sid(case["ended"]))
-    assert by_id([notation(l) for l in plan]) == by_id(case["create"])
+    assert by_id([notation(x) for x in plan]) == by_id(case["create"])
 
 
 @pytest.mark.parametrize("case", CASES["cleanup"], ids=[c["comment"][:80] for c in CASES["cleanup"]])
@@ -101,9 +101,10 @@ def test_waiting_for_parents(case):
     assert [short(p) for p in unfinished_parents(lease(case["lease"]), leases(case["leases"]))] == case["waits_for"]
 
 
-def test_the_seed_fixture_is_the_seed():
-    """The seed's three answers are in the table, not just look-alikes."""
-    seed = [c for c in CASES["sync"] if c["stream"] == "seed-002" and c["leases"] == ["4", "5", "7<2,3"]]
+def test_the_lifecycle_example_is_the_documents():
+    """The three answers of the Java KCL's lease-lifecycle document (its example stream: shards
+    0-5, then 6 and 7 from epoch 103, then 8, 9, 10 from epoch 206) are in the table, not just look-alikes."""
+    seed = [c for c in CASES["sync"] if c["stream"] == "kcl-lifecycle" and c["leases"] == ["4", "5", "7<2,3"]]
     assert {c["initial"]: c["create"] for c in seed} == {
         "LATEST": ["6<0,1@LATEST"], "TRIM_HORIZON": ["0@TRIM_HORIZON", "1@TRIM_HORIZON"],
         "AT_TIMESTAMP": ["0@AT_TIMESTAMP", "1@AT_TIMESTAMP"]}
@@ -125,7 +126,8 @@ HALF = MAX_HASH_KEY // 2
     # a finished lease does not cover; its children (childShardIds) must have leases
     ([Lease("p", checkpoint=ExtendedSequenceNumber("SHARD_END"), hash_range=(0, MAX_HASH_KEY), child_shard_ids=("c",)),
       _open("c", 0, MAX_HASH_KEY, parent_shard_ids=("p",))], None),
-    ([Lease("p", checkpoint=ExtendedSequenceNumber("SHARD_END"), hash_range=(0, MAX_HASH_KEY), child_shard_ids=("c", "d")),
+    ([Lease("p", checkpoint=ExtendedSequenceNumber("SHARD_END"), hash_range=(0, MAX_HASH_KEY),
+            child_shard_ids=("c", "d")),
       _open("c", 0, MAX_HASH_KEY, parent_shard_ids=("p",))], "finished shard p has children without leases"),
     ([Lease("p", checkpoint=ExtendedSequenceNumber("SHARD_END"), hash_range=(0, MAX_HASH_KEY)),
       _open("q", 0, MAX_HASH_KEY)], "finished shard p has children without leases"),
@@ -134,7 +136,7 @@ HALF = MAX_HASH_KEY // 2
       _open("d", HALF + 1, MAX_HASH_KEY, parent_shard_ids=("p",))], None),
 ])
 def test_audit(table, reason):
-    assert audit({l.key: l for l in table}) == reason
+    assert audit({x.key: x for x in table}) == reason
 
 
 def test_from_api_and_from_child():
@@ -156,4 +158,4 @@ def test_a_deep_lineage_does_not_recurse():
     plan = plan_new_leases(chain, {sid("7"): Lease(sid("7"), parent_shard_ids=(sid("6"),))}, InitialPosition("LATEST"))
     assert plan.create == ()  # 4999 descends from the leased 7: it waits for 7's end
     plan = plan_new_leases(chain, {sid("9999"): Lease(sid("9999"))}, InitialPosition("TRIM_HORIZON"))
-    assert [l.key for l in plan.create] == [sid("0")]
+    assert [x.key for x in plan.create] == [sid("0")]

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.sequence import ExtendedSequenceNumber
-
 from kcl_mp.leases.lease import Lease, not_a_lease
 from kcl_mp.leases.rows import CoordinatorState, LeaderLock, StateChange, WorkerMetrics, read_items
+from kcl_mp.sequence import ExtendedSequenceNumber
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "java_kcl_3.5_rows.json"
 JAVA = json.loads(FIXTURE.read_text())

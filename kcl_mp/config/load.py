@@ -1,0 +1,219 @@
+"""Loading: properties text -> a frozen ``Config``. Nothing else in kcl-mp reads properties text.
+
+``load_config`` is strict where Java is silently lenient (docs/configuration.md): an
+unparsable value is an error naming key, value, file and line; an unknown key is a
+warning with the closest known key; ``false`` and ``0`` are honoured where Java keeps the
+default. Values of credential keys (and anything that looks like a secret key) are never
+repeated in messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kcl_mp.config import keys as K
+from kcl_mp.config.properties import last_wins, read_properties
+from kcl_mp.config.settings import (
+    ClientSettings,
+    Config,
+    CredentialProvider,
+    InitialPosition,
+    LeaseSettings,
+    MetricsSettings,
+    ProcessorSettings,
+    RetrievalSettings,
+)
+from kcl_mp.errors import ConfigError
+
+# AWS access key ids, and 40-character base64 runs (secret keys): never echoed.
+_SECRET = re.compile(r"(?:AKIA|ASIA)[A-Z0-9]{16}|(?<![\w/+=])[A-Za-z0-9/+=]{40}(?![\w/+=])")
+_MIN_IDLE_MS = 200  # Java raises idleTimeBetweenReadsInMillis below this, with a warning
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """One key's effective text and where it came from."""
+
+    name: str  # the spelling used in the file or on the command line
+    raw: str
+    where: str  # "app.properties line 12" or "--set"
+    from_override: bool
+
+    @property
+    def label(self) -> str:
+        return f"--set {self.name}" if self.from_override else f"{self.where}: {self.name}"
+
+
+def _shown(name: str, raw: str) -> str:
+    """A value fit for a message: credential arguments and secret-looking runs removed."""
+    if K.canonical_credential_key(name):
+        return re.sub(r"\|[^,]*", "|...", raw)
+    return _SECRET.sub("<redacted>", raw)
+
+
+def load_config(
+    path: str | os.PathLike[str],
+    overrides: Mapping[str, str] | None = None,
+    log: logging.Logger | None = None,
+) -> Config:
+    """Read a MultiLangDaemon properties file (plus ``--set`` overrides, which win) into a Config.
+
+    Raises ConfigError for a missing/unreadable file, a missing required key or an invalid
+    value; warns (``log.warning`` and ``Config.warnings``) about unknown keys, duplicates
+    and Java behaviours kcl-mp does not copy.
+    """
+    log = log or logging.getLogger("kcl_mp.config")
+    props = read_properties(path)
+    source = props.path
+    warnings: list[str] = []
+    ignored: list[tuple[str, str]] = []
+
+    def warn(message: str) -> None:
+        warnings.append(message)
+        log.warning("%s", message)
+
+    for message in props.warnings:
+        warn(message)
+    final, replaced = last_wins(props.entries)
+    for old, new in replaced:
+        warn(f"{source} line {new.line}: {new.key} is set again (also at line {old.line}); the last value wins")
+
+    layers = [_Setting(e.key, e.value.strip(), f"{source} line {e.line}", False)
+              for e in sorted(final.values(), key=lambda e: e.line)]
+    layers += [_Setting(k, v.strip(), "--set", True) for k, v in (overrides or {}).items()]
+    settings: dict[str, _Setting] = {}  # declared key name -> effective setting
+    for s in layers:
+        key = K.lookup(s.name)
+        if key is None:
+            if K.client_builder_key(s.name):
+                reason = "only region and endpointOverride of the SDK client builders are applied"
+                ignored.append((s.name, reason))
+                warn(f"{s.label} is not used by kcl-mp: {reason}")
+                continue
+            hint = K.suggest(s.name)
+            warn(f"{s.where}: unknown key '{s.name}' ignored" + (f"; did you mean '{hint}'?" if hint else ""))
+            continue
+        previous = settings.get(key.name)
+        if previous is not None and not (s.from_override or previous.from_override):
+            warn(f"{s.label}: same setting as {previous.name} ({previous.where}); using the later line")
+        settings[key.name] = s
+
+    parsed: dict[str, Any] = {}
+    for name, s in settings.items():
+        key = K.lookup(name)
+        assert key is not None
+        log.debug("Processing (key=%s, value=%s)", s.name, _shown(s.name, s.raw))
+        try:
+            value = key.parse(s.raw)
+        except ValueError as exc:
+            raise ConfigError(f"{s.label} = {_shown(s.name, s.raw)!r}: {exc}") from None
+        if name in K.CREDENTIAL_KEYS:
+            value, notes = value
+            for note in notes:
+                warn(f"{s.label}: {note}")
+        parsed[name] = value  # ignored keys too: a polling key still selects polling
+        if key.ignored:
+            ignored.append((s.name, key.ignored))
+            if key.notice:
+                warn(f"{s.label} is not used by kcl-mp: {key.ignored}")
+            else:
+                log.info("%s is accepted and not used: %s", s.label, key.ignored)
+
+    def required(name: str, example: str) -> Any:
+        if name not in parsed:
+            raise ConfigError(f"{source}: missing required key {name} (e.g. {example})")
+        return parsed[name]
+
+    command = tuple(word for word in required("executableName", "executableName = python3 app.py").split(" ") if word)
+    application = required("applicationName", "applicationName = my-app")
+
+    sections: dict[str, dict[str, Any]] = {s: {} for s in ("top", "retrieval", "lease", "processor", "metrics")}
+    for key in K.KEYS:
+        if key.field:
+            section, attr = key.field.split(".")
+            sections[section][attr] = parsed.get(key.name, key.default)
+
+    stream_name = parsed.get("streamName")
+    arn = parsed.get("streamArn")
+    if arn is not None:
+        arn_name = K.stream_name_of(arn)
+        if stream_name is not None and stream_name != arn_name:
+            warn(f"{settings['streamArn'].label} names stream {arn_name}; streamName = {stream_name} is not used")
+        stream_name = arn_name
+    if stream_name is None:
+        raise ConfigError(f"{source}: missing required key streamName (or streamArn), e.g. streamName = my-stream")
+
+    retrieval = sections["retrieval"]
+    mode = parsed.get("retrievalMode", "DEFAULT")
+    if mode == "DEFAULT":
+        polling = [name for name in K.POLLING_KEYS if parsed.get(name)]
+        mode = "POLLING" if polling else "FANOUT"
+        log.info("retrievalMode DEFAULT resolves to %s (polling keys set: %s)", mode, ", ".join(polling) or "none")
+    retrieval["mode"] = mode
+    if retrieval["idle_time_between_reads_ms"] < _MIN_IDLE_MS:
+        warn(f"{settings['idleTimeBetweenReadsInMillis'].label} = {retrieval['idle_time_between_reads_ms']} "
+             f"is below {_MIN_IDLE_MS}; using {_MIN_IDLE_MS}, as the Java daemon does")
+        retrieval["idle_time_between_reads_ms"] = _MIN_IDLE_MS
+    retrieval["consumer_name"] = retrieval["consumer_name"] or application
+
+    processor = sections["processor"]
+    if processor["timeout_s"] is not None:
+        processor["timeout_s"] = float(processor["timeout_s"])
+
+    chain = parsed.get("AwsCredentialsProvider")
+    if chain is None:
+        chain = (CredentialProvider("DefaultCredentialsProvider"),)
+        warn(f"{source}: AwsCredentialsProvider is not set (the Java daemon requires it); "
+             "using DefaultCredentialsProvider")
+    region = parsed.get("regionName")
+    top = sections["top"]
+    return Config(
+        source=source,
+        application_name=application,
+        stream_name=stream_name,
+        stream_arn=top["stream_arn"],
+        worker_id=parsed.get("workerId") or str(uuid.uuid4()),
+        kinesis=ClientSettings(parsed.get("kinesisClient.region", region), parsed.get("kinesisEndpoint"), chain),
+        dynamodb=ClientSettings(parsed.get("dynamoDbClient.region", region), parsed.get("dynamoDBEndpoint"),
+                                parsed.get("AwsCredentialsProviderDynamoDB", chain)),
+        cloudwatch=ClientSettings(parsed.get("cloudWatchClient.region", region),
+                                  parsed.get("cloudWatchClient.endpointOverride"),
+                                  parsed.get("AwsCredentialsProviderCloudWatch", chain)),
+        initial_position=_initial_position(parsed, settings, warn, source),
+        retrieval=RetrievalSettings(**retrieval),
+        lease=LeaseSettings(table_name=parsed.get("tableName", application), **sections["lease"]),
+        processor=ProcessorSettings(command=command, **processor),
+        metrics=MetricsSettings(**sections["metrics"]),
+        ignored=tuple(ignored),
+        warnings=tuple(warnings),
+    )
+
+
+def _initial_position(parsed: Mapping[str, Any], settings: Mapping[str, _Setting], warn: Any, source: str
+                      ) -> InitialPosition:
+    """initialPositionInStream, or AT_TIMESTAMP from initialPositionInStreamExtended (CONFIG.md section 8).
+
+    With both keys Java's outcome depends on hash order; kcl-mp takes the timestamp and
+    warns, unless the plain key came from ``--set`` (the command line wins over the file).
+    ``initialPositionInStream = AT_TIMESTAMP`` is accepted when the timestamp is given.
+    """
+    kind = parsed.get("initialPositionInStream")
+    seconds = parsed.get("initialPositionInStreamExtended")
+    if seconds is None:
+        if kind == "AT_TIMESTAMP":
+            raise ConfigError(f"{settings['initialPositionInStream'].label} = 'AT_TIMESTAMP': also set "
+                              f"initialPositionInStreamExtended = <seconds since the epoch> in {source}")
+        return InitialPosition(kind or "LATEST")
+    if kind in ("LATEST", "TRIM_HORIZON"):
+        plain, extended = settings["initialPositionInStream"], settings["initialPositionInStreamExtended"]
+        if plain.from_override and not extended.from_override:
+            return InitialPosition(kind)
+        warn(f"{extended.label} and {plain.name} ({plain.where}) both set the initial position; "
+             f"using AT_TIMESTAMP {seconds}")
+    return InitialPosition("AT_TIMESTAMP", float(seconds))

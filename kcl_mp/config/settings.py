@@ -1,0 +1,151 @@
+"""The configuration's shape: frozen dataclasses, one per concern, built once by ``load_config``.
+
+Every field has one properties key (or a few spellings of it) declared in
+``kcl_mp.config.keys``; derived timings (the renew and take intervals) are properties here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Java KCL's epsilon for the lease timers (DynamoDBLeaseCoordinator).
+LEASE_EPSILON_MS = 25
+
+
+@dataclass(frozen=True)
+class CredentialProvider:
+    """One element of an ``AwsCredentialsProvider`` chain, with v1 names mapped to v2.
+
+    ``name`` is the simple SDK v2 name (``DefaultCredentialsProvider``,
+    ``EnvironmentVariableCredentialsProvider``, ``ProfileCredentialsProvider``,
+    ``StsAssumeRoleCredentialsProvider`` ...); ``args`` the positional ``|`` arguments;
+    ``nested`` the ``key=value`` arguments.
+    """
+
+    name: str
+    args: tuple[str, ...] = ()
+    nested: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """How to reach one AWS service: region, endpoint override, credential chain."""
+
+    region: str | None
+    endpoint: str | None
+    credentials: tuple[CredentialProvider, ...]
+
+
+@dataclass(frozen=True)
+class InitialPosition:
+    """Where a shard without a checkpoint starts: LATEST, TRIM_HORIZON or AT_TIMESTAMP."""
+
+    kind: str = "LATEST"
+    timestamp: float | None = None  # seconds since the epoch, for AT_TIMESTAMP
+
+
+@dataclass(frozen=True)
+class RetrievalSettings:
+    mode: str = "FANOUT"  # resolved: "POLLING" or "FANOUT" (CONFIG.md section 9)
+    max_records: int = 10000
+    idle_time_between_reads_ms: int = 1500
+    millis_behind_latest_threshold_for_reduced_tps_ms: int = 0
+    call_process_records_even_for_empty_record_list: bool = False
+    consumer_name: str | None = None
+    consumer_arn: str | None = None
+
+
+@dataclass(frozen=True)
+class LeaseSettings:
+    table_name: str
+    failover_time_ms: int = 10000
+    max_leases_for_worker: int = 2147483647
+    max_leases_to_steal_at_one_time: int = 1
+    max_lease_renewal_threads: int = 20  # a renewal round runs this many renewals at once
+    cleanup_leases_upon_shard_completion: bool = True
+    ignore_unexpected_child_shards: bool = False
+    shard_sync_interval_ms: int = 60000
+    graceful_lease_handoff_enabled: bool = True
+    graceful_lease_handoff_timeout_ms: int = 30000
+    list_shards_backoff_ms: int = 1500
+    max_list_shards_retry_attempts: int = 50
+    deletion_protection_enabled: bool = False
+    pitr_enabled: bool = False
+    skip_shard_sync_at_startup_if_leases_exist: bool = False
+    parent_shard_poll_interval_ms: int = 10000
+
+    @property
+    def renew_interval_s(self) -> float:
+        """Java: failoverTimeMillis / 3 - epsilon (3308 ms at the default)."""
+        return (self.failover_time_ms / 3 - LEASE_EPSILON_MS) / 1000.0
+
+    @property
+    def take_interval_s(self) -> float:
+        """Java: 2 * (failoverTimeMillis + epsilon) (20050 ms at the default)."""
+        return 2 * (self.failover_time_ms + LEASE_EPSILON_MS) / 1000.0
+
+    @property
+    def watch_interval_s(self) -> float:
+        """kcl-mp: failoverTimeMillis + epsilon (half the take interval).
+
+        The table is scanned this often so a dead worker's leases are seen expired, and
+        taken, within failoverTimeMillis + one take interval of its last renewal (scanning
+        only every take interval, as Java does, can take two). Steals still happen only
+        every take interval.
+        """
+        return (self.failover_time_ms + LEASE_EPSILON_MS) / 1000.0
+
+    @property
+    def handoff_timeout_s(self) -> float:
+        return self.graceful_lease_handoff_timeout_ms / 1000.0
+
+
+@dataclass(frozen=True)
+class ProcessorSettings:
+    command: tuple[str, ...]  # executableName split on runs of spaces (CONFIG.md section 4)
+    timeout_s: float | None = None  # timeoutInSeconds: max wait for each awaited line
+    # shutdownGraceMillis: Java's default 0 means "do not wait"; kcl-mp waits this long
+    # for processors to checkpoint on SIGTERM, 20 s when the key is absent.
+    shutdown_grace_ms: int = 20000
+    # kcl-mp's own (``kclmp.`` keys): what a failing processor costs.
+    on_failure: str = "RESTART"  # RESTART: only its shard; EXIT: the whole host, as the Java daemon does
+    max_restarts: int = 5  # failures in a row before the lease is released for another host to try
+    memory_limit_mb: int = 0  # restart a processor whose process tree's RSS exceeds this (0: no limit)
+    stderr_lines_per_10s: int = 10000  # stderr lines logged per 10 s; the rest are counted (0: no limit)
+
+
+@dataclass(frozen=True)
+class MetricsSettings:
+    level: str = "DETAILED"  # NONE, SUMMARY, DETAILED
+    buffer_time_ms: int = 10000
+    max_queue_size: int = 10000
+    enabled_dimensions: tuple[str, ...] = ("ALL",)
+    # kcl-mp's own: the Prometheus endpoint (/metrics, /healthz); None: off
+    port: int | None = None
+    address: str = "0.0.0.0"
+
+    @property
+    def enabled(self) -> bool:
+        """Anything to measure for: CloudWatch, or the Prometheus endpoint."""
+        return self.level != "NONE" or self.port is not None
+
+
+@dataclass(frozen=True)
+class Config:
+    source: str  # the properties file's path, for messages
+    application_name: str
+    stream_name: str
+    stream_arn: str | None
+    worker_id: str
+    kinesis: ClientSettings
+    dynamodb: ClientSettings
+    cloudwatch: ClientSettings
+    initial_position: InitialPosition
+    retrieval: RetrievalSettings
+    lease: LeaseSettings
+    processor: ProcessorSettings
+    metrics: MetricsSettings
+    # Keys accepted for compatibility whose setting kcl-mp does not use, with why.
+    ignored: tuple[tuple[str, str], ...] = field(default=())
+    # Everything load_config warned about (unknown keys, duplicates, renamed values...).
+    warnings: tuple[str, ...] = field(default=())
