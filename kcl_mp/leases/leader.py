@@ -108,12 +108,12 @@ class LeaderLock:
             names["#rvn"] = VERSION
             values[":rvn"] = {"S": seen.version}
         kwargs: dict[str, Any] = {"ExpressionAttributeValues": values} if values else {}
-        return self._write("put_item", "acquiring", Item=item, ConditionExpression=condition,
+        return self._write(self.client.put_item, "acquiring", Item=item, ConditionExpression=condition,
                            ExpressionAttributeNames=names, **kwargs)
 
     def heartbeat(self, version: str, new_version: str) -> bool:
         return self._write(
-            "update_item", "heartbeating", Key=self._key(), UpdateExpression="SET #ld = :ld, #rvn = :newRvn",
+            self.client.update_item, "heartbeating", Key=self._key(), UpdateExpression="SET #ld = :ld, #rvn = :newRvn",
             ConditionExpression="attribute_exists(#pk) AND #rvn = :rvn AND #on = :on",
             ExpressionAttributeNames={"#pk": self.key_name, "#ld": DURATION, "#rvn": VERSION, "#on": OWNER},
             ExpressionAttributeValues={":ld": {"S": str(self.lease_duration_ms)}, ":newRvn": {"S": new_version},
@@ -121,7 +121,7 @@ class LeaderLock:
 
     def release(self, version: str) -> bool:
         return self._write(
-            "delete_item", "releasing", Key=self._key(),
+            self.client.delete_item, "releasing", Key=self._key(),
             ConditionExpression="attribute_exists(#pk) AND #rvn = :rvn AND #on = :on",
             ExpressionAttributeNames={"#pk": self.key_name, "#rvn": VERSION, "#on": OWNER},
             ExpressionAttributeValues={":rvn": {"S": version}, ":on": {"S": self.owner}})
@@ -129,9 +129,9 @@ class LeaderLock:
     def _key(self) -> dict[str, Any]:
         return {self.key_name: {"S": LEADER_KEY}}
 
-    def _write(self, call: str, what: str, **kwargs: Any) -> bool:
+    def _write(self, call: Callable[..., Any], what: str, **kwargs: Any) -> bool:
         try:
-            getattr(self.client, call)(TableName=self.table, **kwargs)
+            call(TableName=self.table, **kwargs)
             return True
         except AWS_ERRORS as exc:
             if is_conditional_failure(exc):

@@ -38,6 +38,7 @@ CHILD_SHARD_IDS = "childShardIds"
 STARTING_HASH_KEY = "startingHashKey"
 ENDING_HASH_KEY = "endingHashKey"
 CHECKPOINT_OWNER = "checkpointOwner"
+THROUGHPUT_KBPS = "throughputKBps"
 
 # KCL 3.5 (EntityType) marks every row of the lease table with its kind; a lease's is LEASE,
 # and a row without one is a lease written before 3.5.

@@ -1,4 +1,4 @@
-"""The 3.x leader's assignment: decision tables (assignment_cases.json) and invariants over
+"""The 3.x leader's assignment: decision tables (tests/decisions/assignment_cases.json) and invariants over
 random fleets (hypothesis): spread <= 1 by count when loads are even, no lease with two
 owners, every move of a held lease a handoff, and no move the next round undoes."""
 
@@ -13,7 +13,7 @@ from hypothesis import given, settings as hyp_settings, strategies as st
 
 from kcl_mp.leases.assignment import AssignmentSettings, LeaseLoad, WorkerLoad, plan_assignment, spread
 
-CASES = json.loads((Path(__file__).parent / "assignment_cases.json").read_text())
+CASES = json.loads((Path(__file__).parents[1] / "decisions" / "assignment_cases.json").read_text())
 
 
 def _run(case: dict):
