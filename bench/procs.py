@@ -1,10 +1,12 @@
 """A daemon's processes read from /proc alone: its tree, each process's CPU seconds and
 memory. Reads only the pids of one tree (through /proc/<pid>/task/*/children), never a
-scan of the host, so the meter's own cost does not grow with what else runs here."""
+scan of the host, so the meter's own cost does not grow with what else runs here. ``Meter``
+tells a daemon's own processes from its processors and measures both over a window."""
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,3 +88,49 @@ def memory(pids: list[int]) -> Memory:
         uss += fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)
         rss += fields.get("Rss", 0)
     return Memory(count, pss, uss, rss)
+
+
+SAMPLE_EVERY_S = 5.0
+
+
+class Meter:
+    """A daemon's own processes and its processors (those whose command line holds
+    ``processor``), and an emulator's: CPU per window, the memory's peak."""
+
+    def __init__(self, daemon_pid: int, emulator_pid: int, processor: str):
+        self.daemon_pid, self.emulator_pid, self.processor = daemon_pid, emulator_pid, processor
+        self.peak = Memory(0, 0, 0, 0)
+        self.peak_processors = Memory(0, 0, 0, 0)
+
+    def split(self) -> tuple[list[int], list[int]]:
+        """(own processes, processors)."""
+        own, processors = [], []
+        for pid in tree(self.daemon_pid):
+            (processors if self.processor in cmdline(pid) else own).append(pid)
+        return own, processors
+
+    def cpu(self) -> tuple[dict[int, float], dict[int, float]]:
+        return cpu_seconds(self.split()[0]), cpu_seconds(tree(self.emulator_pid))
+
+    def sample_memory(self) -> None:
+        own, processors = self.split()
+        mine, theirs = memory(own), memory(processors)
+        if mine.pss > self.peak.pss:
+            self.peak = mine
+        if theirs.pss > self.peak_processors.pss:
+            self.peak_processors = theirs
+
+    def window(self, seconds: float) -> tuple[float, float]:
+        """Cores used over ``seconds`` by (the daemon's own processes, the emulator); samples
+        the memory meanwhile."""
+        before, emulator_before = self.cpu()
+        began = time.monotonic()
+        for _ in range(100_000):  # bounded by the window
+            left = began + seconds - time.monotonic()
+            if left <= 0:
+                break
+            self.sample_memory()
+            time.sleep(min(SAMPLE_EVERY_S, max(left, 0.01)))
+        after, emulator_after = self.cpu()
+        elapsed = time.monotonic() - began
+        return cpu_between(before, after) / elapsed, cpu_between(emulator_before, emulator_after) / elapsed

@@ -20,8 +20,8 @@ polling, TRIM_HORIZON) and the bench processor (bench/noop_processor.py). Then:
     renewals         the largest gap between two changes of a held lease's leaseCounter, as a
                      scan of the lease table every 0.5 s saw them (so +-0.5 s): in the windows
                      (the one still open at the end included), and apart the start-up's (from a
-                     take, or Java 3.x's assignment, to the first renewal); and how many leases
-                     ever went longer than failoverTimeMillis / 2 unchanged ("late")
+                     take, or Java 3.x's assignment, to the first renewal); and in each how many
+                     leases went longer than failoverTimeMillis / 2 unchanged ("late")
     emulator CPU     moto's own CPU in each window: near one core, moto is the bound, not the
                      daemon; sizes from --slow-from up poll every --slow-idle-ms for that reason
 
@@ -52,7 +52,6 @@ from kcl_mp.devtools import java_daemon
 
 FAILOVER_MS = 10_000
 SCAN_EVERY_S = 0.5
-SAMPLE_EVERY_S = 5.0
 EMULATOR_BOUND = 0.9  # cores: a busier moto limits what the daemon can do
 MB = 1 << 20
 
@@ -75,10 +74,12 @@ class Size:
     first_record_s: float | None = None  # None: not every shard within --start-timeout-s
     shards_started: int = 0
     produced: int = 0
+    load_rate: float = 0.0  # records/s the producer reached in the load window
     delivered: int = 0
     renewal_gap_s: float = 0.0  # the largest gap that ended in the windows (or was open at the end)
     startup_gap_s: float = 0.0  # the largest that ended before (the takes, and Java 3.x's assignments)
-    late_leases: int = 0  # leases unchanged longer than failoverTimeMillis / 2 at some point
+    late_leases: int = 0  # leases unchanged longer than failoverTimeMillis / 2 in the windows
+    late_startup: int = 0  # ... at start-up
     leases_held: int = 0
     notes: list[str] = field(default_factory=list)
     failed: bool = False  # no figures: see notes
@@ -171,49 +172,6 @@ def put_spread(kinesis: Any, stream: str, hash_keys: list[str], first: int, coun
     raise RuntimeError(f"put_records kept failing on {stream}")
 
 
-class Meter:
-    """The daemon's own processes and its processors (told apart by the processor's command
-    line) and the emulator's: CPU per window, the memory's peak."""
-
-    def __init__(self, daemon_pid: int, emulator_pid: int):
-        self.daemon_pid, self.emulator_pid = daemon_pid, emulator_pid
-        self.peak = procs.Memory(0, 0, 0, 0)
-        self.peak_processors = procs.Memory(0, 0, 0, 0)
-
-    def split(self) -> tuple[list[int], list[int]]:
-        """(own processes, processors)."""
-        own, processors = [], []
-        for pid in procs.tree(self.daemon_pid):
-            (processors if str(PROCESSOR) in procs.cmdline(pid) else own).append(pid)
-        return own, processors
-
-    def cpu(self) -> tuple[dict[int, float], dict[int, float]]:
-        return procs.cpu_seconds(self.split()[0]), procs.cpu_seconds(procs.tree(self.emulator_pid))
-
-    def sample_memory(self) -> None:
-        own, processors = self.split()
-        mine, theirs = procs.memory(own), procs.memory(processors)
-        if mine.pss > self.peak.pss:
-            self.peak = mine
-        if theirs.pss > self.peak_processors.pss:
-            self.peak_processors = theirs
-
-    def window(self, seconds: float) -> tuple[float, float]:
-        """Cores used over ``seconds`` by (the daemon's own processes, the emulator); samples
-        the memory meanwhile."""
-        before, emulator_before = self.cpu()
-        began = time.monotonic()
-        for _ in range(100_000):  # bounded by the window
-            left = began + seconds - time.monotonic()
-            if left <= 0:
-                break
-            self.sample_memory()
-            time.sleep(min(SAMPLE_EVERY_S, max(left, 0.01)))
-        after, emulator_after = self.cpu()
-        elapsed = time.monotonic() - began
-        return procs.cpu_between(before, after) / elapsed, procs.cpu_between(emulator_before, emulator_after) / elapsed
-
-
 def wait_for(condition: Any, timeout: float, process: subprocess.Popen, what: str) -> bool:
     """True once ``condition()`` holds; False after ``timeout``; raises if the daemon exited."""
     deadline = time.monotonic() + timeout
@@ -239,7 +197,7 @@ def run_size(daemon: str, shards: int, idle_ms: int, args: argparse.Namespace, w
     out.mkdir()
     emulator = start_emulator(http2=True, log_path=str(work / f"{name}.moto.log"))
     log = open(work / f"{name}.log", "wb")
-    process = None
+    process = watch = None
     try:
         kinesis = boto3.client("kinesis", endpoint_url=emulator.url)
         dynamodb = boto3.client("dynamodb", endpoint_url=emulator.url)
@@ -255,7 +213,7 @@ def run_size(daemon: str, shards: int, idle_ms: int, args: argparse.Namespace, w
         started = time.time()
         process = subprocess.Popen(command(daemon, path), stdout=log, stderr=subprocess.STDOUT, env=env,
                                    stdin=subprocess.DEVNULL, cwd=str(work), start_new_session=True)
-        meter = Meter(process.pid, emulator.process.pid)
+        meter = procs.Meter(process.pid, emulator.process.pid, str(PROCESSOR))
 
         def all_started() -> bool:
             return len(deliveries(out)) == shards
@@ -277,17 +235,17 @@ def run_size(daemon: str, shards: int, idle_ms: int, args: argparse.Namespace, w
         if producer.errors:
             size.notes.append(f"producer: {producer.errors[0]!r}")
         size.produced += producer.put
+        size.load_rate = producer.put / args.window_s
+        if size.load_rate < 0.9 * args.rate:
+            size.notes.append(f"the producer reached only {size.load_rate:.0f} of {args.rate} records/s (moto or the "
+                              "host too busy)")
 
         def drained() -> bool:
             return sum(d.records for d in deliveries(out).values()) >= size.produced
 
         wait_for(drained, args.drain_s, process, f"{name}: the last records")
         size.delivered = sum(d.records for d in deliveries(out).values())
-        gaps = watch.finish()
-        size.leases_held = len({key for _, key, _ in gaps})
-        size.renewal_gap_s = max((gap for ended, _, gap in gaps if ended >= windows_began), default=0.0)
-        size.startup_gap_s = max((gap for ended, _, gap in gaps if ended < windows_began), default=0.0)
-        size.late_leases = len({key for _, key, gap in gaps if gap > FAILOVER_MS / 2000})
+        judge_renewals(size, watch.finish(), windows_began)
         peak, theirs = meter.peak, meter.peak_processors
         size.own_processes, size.pss_mb, size.uss_mb, size.rss_mb = peak.processes, peak.pss / MB, peak.uss / MB, \
             peak.rss / MB
@@ -295,11 +253,25 @@ def run_size(daemon: str, shards: int, idle_ms: int, args: argparse.Namespace, w
         if max(size.emulator_idle, size.emulator_load) >= EMULATOR_BOUND:
             size.notes.append(f"moto used >= {EMULATOR_BOUND} core: the emulator, not the daemon, may be the bound")
     finally:
+        if watch is not None:
+            watch.stop.set()
         if process is not None:
             stop(process)
         log.close()
         emulator.stop()
     return size
+
+
+def judge_renewals(size: Size, gaps: list[tuple[float, str, float]], windows_began: float) -> None:
+    """The largest gaps and the late leases, in the windows and before them (start-up)."""
+    late = FAILOVER_MS / 2000
+    startup = [(key, gap) for ended, key, gap in gaps if ended < windows_began]
+    steady = [(key, gap) for ended, key, gap in gaps if ended >= windows_began]
+    size.leases_held = len({key for _, key, _ in gaps})
+    size.renewal_gap_s = max((gap for _, gap in steady), default=0.0)
+    size.startup_gap_s = max((gap for _, gap in startup), default=0.0)
+    size.late_leases = len({key for key, gap in steady if gap > late})
+    size.late_startup = len({key for key, gap in startup if gap > late})
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -319,13 +291,13 @@ def _opt(value: float | None, fmt: str) -> str:
 def report(sizes: list[Size]) -> str:
     head = (f"{'shards':>6} {'daemon':<7} {'poll ms':>7} {'procs':>5} {'PSS MB':>7} {'USS MB':>7} {'RSS MB':>7} "
             f"{'proc PSS MB':>11} {'CPU idle':>8} {'CPU load':>8} {'moto idle':>9} {'moto load':>9} "
-            f"{'renew gap s':>11} {'(start-up)':>10} {'late':>5} {'first rec s':>11} {'delivered':>15}")
+            f"{'renew gap s':>11} {'late':>4} {'start-up gap s':>14} {'late':>4} {'first rec s':>11} {'delivered':>15}")
     lines = [head]
     for s in sizes:
         lines.append(f"{s.shards:>6} {s.daemon:<7} {s.idle_ms:>7} {s.own_processes:>5} {s.pss_mb:>7.0f} "
                      f"{s.uss_mb:>7.0f} {s.rss_mb:>7.0f} {s.processors_pss_mb:>11.0f} {s.cpu_idle:>8.2f} "
                      f"{s.cpu_load:>8.2f} {s.emulator_idle:>9.2f} {s.emulator_load:>9.2f} {s.renewal_gap_s:>11.1f} "
-                     f"{s.startup_gap_s:>10.1f} {s.late_leases:>5} {_opt(s.first_record_s, '.1f'):>11} "
+                     f"{s.late_leases:>4} {s.startup_gap_s:>14.1f} {s.late_startup:>4} {_opt(s.first_record_s, '.1f'):>11} "
                      f"{f'{s.delivered}/{s.produced}':>15}")
         lines.extend(f"{'':>15}{s.daemon} {s.shards}: {note}" for note in s.notes)
     return "\n".join(lines + ["", *(f"{k}: {v}" for k, v in ratios(sizes).items())])
@@ -402,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"failoverTimeMillis {FAILOVER_MS}, {args.rate} records/s over all shards in the load window, windows "
           f"{args.window_s:.0f} s; CPU in cores; memory the peak over both windows; 'late': leases whose counter "
-          f"stayed unchanged > {FAILOVER_MS / 2000:.0f} s")
+          f"stayed unchanged > {FAILOVER_MS / 2000:.0f} s (in the windows; at start-up)")
     print(report(sizes))
     print(f"\nfigures: {out}\nlogs: {work}")
     return 0
