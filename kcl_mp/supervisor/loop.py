@@ -25,7 +25,7 @@ or a message from a worker), handle what arrived, then do what is due:
             tell leaseLost to a shard whose lease is no longer held (a renewal failed, or a
             scan or read showed another holder)
     spawn   hand every held lease that has no driver to the least loaded pool process (at most
-            STARTS_PER_TURN a turn, so renewals keep their cadence), once its parents finished,
+            ``starts.STARTS_PER_TURN`` a turn, so renewals keep their cadence), once its parents finished,
             and only while its last renewal is recent (a host that was stopped or starved
             renews first: a processor never starts for a lease another host may have taken)
 
@@ -51,13 +51,12 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import random
 import signal
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import orjson
 from multiprocess.connection import wait as wait_for
@@ -65,59 +64,25 @@ from multiprocess.connection import wait as wait_for
 from kcl_mp.aws.clients import client as aws_client
 from kcl_mp.config import Config
 from kcl_mp.leases.coordinator import LeaseCoordinator, Renewal
-from kcl_mp.leases.fencing import Hold
 from kcl_mp.leases.renewer import renewal_table
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
 from kcl_mp.metrics import link
 from kcl_mp.metrics import process as metrics_process
-from kcl_mp.metrics.catalogue import Recorder, decode_samples, encode_samples
+from kcl_mp.metrics.catalogue import Recorder, encode_samples
 from kcl_mp.retrieval import fanout
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.supervisor import restart_policy
-from kcl_mp.supervisor.pool import PoolProcess, Pools, describe_exit
-from kcl_mp.supervisor.progress import ShardProgress, render
+from kcl_mp.supervisor.progress import render
 from kcl_mp.supervisor.restart_policy import Action
+from kcl_mp.supervisor.shards import Shards, Worker
+from kcl_mp.supervisor.signals import SignalQueue, StartupInterrupted
+from kcl_mp.supervisor.starts import Restart, Starts
 from kcl_mp.worker import channel
-from kcl_mp.worker.usage import Usage, summarize
 
 USAGE_LOG_S = 60.0  # how often the processors' CPU and memory are logged
 METRICS_EVERY_S = 1.0  # how often the metrics process gets what was recorded
 LEASE_LOST_WAIT_S = 30.0  # how long a shard may take to finish after leaseLost
-STARTS_PER_TURN = 16  # shards handed to pool processes per loop turn; more wait for the next turn
-
-
-class StartupInterrupted(BaseException):
-    """SIGTERM or SIGINT during start-up. A BaseException, as KeyboardInterrupt is, so that no
-    ``except Exception`` on its way out of a boto3 call (botocore's retries) can swallow it."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-@dataclass
-class Worker:
-    """One shard being driven by a pool process."""
-
-    key: str
-    pool: PoolProcess
-    started_at: float
-    progress: ShardProgress
-    told_lost_at: float | None = None
-    handing_off: bool = False  # stopping for a handoff (not for this host's shutdown)
-    shutdown_ready: bool = False
-    shard_end: bool | None = None
-    failure: str | None = None
-    usage: Usage | None = None  # the processor's process tree, as last sampled
-    renewed_at: float = float("-inf")  # the last renewal time it was sent
-    exit_code: int | None = None  # set when it ended (ShardExited, or its pool process died)
-
-
-@dataclass
-class Restart:
-    attempts: int = 0
-    not_before: float = 0.0
 
 
 @dataclass
@@ -139,45 +104,17 @@ class Supervisor:
         self.metrics_link: metrics_process.Link | None = None
         self.consumer_arn: str | None = None  # enhanced fan-out's consumer, found or registered at start
         self.loop_lag_s = 0.0
-        self.workers: dict[str, Worker] = {}
-        self.restarts: dict[str, Restart] = {}
-        self.waiting: dict[str, tuple[str, ...]] = {}  # held leases whose parents have not finished
-        self.stale: set[str] = set()  # held leases not started for want of a recent renewal (logged once)
+        self.shards = Shards(self.config, self.log_level, self.log_format, self.log, self.metrics, self.clock)
+        self.workers = self.shards.workers  # key -> Worker: the shards running here
+        self.starts = Starts(self.config.lease.failover_time_ms / 1000.0, self.log)
+        self.restarts = self.starts.restarts  # key -> Restart: shards waiting to be restarted
         self.counters: Counter[str] = Counter()  # events an operator should see (the metrics issue publishes them)
         self.due: dict[str, float] = {}
         self.sync_failures = 0
-        self.signals: list[int] = []
-        self.starting = False  # start-up calls are running: a signal interrupts them
+        self.signals = SignalQueue()
         self.stopping = False
         self.quick = False  # a second signal: skip the wait for final checkpoints
         self.exit_code = 0
-        self.pools = Pools(self.config, self.log_level, self.log_format)
-        self.more_to_start = False  # the last spawn step left leases for the next turn
-
-    # -- signals ----------------------------------------------------------------------
-
-    def _install_signals(self) -> None:
-        self._wake_r, wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(wake_w, False)
-        signal.set_wakeup_fd(wake_w)
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, self._queue_signal)
-
-    def _queue_signal(self, signum: int, frame: Any) -> None:
-        """NO LOGGING HERE: only queue the signal; the loop handles it. During start-up there
-        is no loop yet, and a call may wait or retry for minutes: end the start-up at once."""
-        if self.starting:
-            self.starting = False  # once: a second signal must not break the stop of the metrics process
-            raise StartupInterrupted(signum)
-        self.signals.append(signum)
-
-    def _drain_wakeups(self) -> None:
-        try:
-            while os.read(self._wake_r, 512):
-                pass
-        except BlockingIOError:
-            pass
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -190,7 +127,7 @@ class Supervisor:
             self._stop_metrics()
             return 0
         except BaseException:
-            self.starting = False  # a signal now only queues: it must not cut the stop below short
+            self.signals.starting = False  # a signal now only queues: it must not cut the stop below short
             self._stop_metrics()  # left running, it would keep this process from exiting (it waits on the pipe)
             raise
         lease_settings = self.config.lease
@@ -200,7 +137,7 @@ class Supervisor:
             wake = min(due["renew"], due["scan"], due["sync"], due["parents"], now + 1.0)
             if self.progress_every_s:
                 wake = min(wake, due["progress"])
-            if self.more_to_start:
+            if self.starts.more:
                 wake = now
             self.wait(max(0.0, wake - now))
             self.handle_signals()
@@ -218,7 +155,7 @@ class Supervisor:
             if now >= due["sync"]:
                 self._after_sync(self.leases.audit(), self.clock())
             if now >= due["parents"]:
-                self.leases.poll_parents(sorted({p for parents in self.waiting.values() for p in parents}))
+                self.leases.poll_parents(sorted({p for parents in self.starts.waiting.values() for p in parents}))
                 due["parents"] = now + lease_settings.parent_shard_poll_interval_ms / 1000.0
             if now >= due["usage"]:
                 self.log_usage()
@@ -240,8 +177,8 @@ class Supervisor:
         start-up at once, even inside a call that is waiting or retrying."""
         if self.metrics.enabled:  # first: it must be forked before any thread or worker exists
             self.metrics_link = metrics_process.start(self.config, self.log_level, self.log_format)
-        self.starting = True
-        self._install_signals()
+        self.signals.starting = True
+        self.signals.install()
         lease_settings = self.config.lease
         self.log.info(
             "starting: stream %s, lease table %s, renew every %.2f s, scan every %.2f s, steal at most every %.2f s",
@@ -269,7 +206,7 @@ class Supervisor:
         if not (lease_settings.skip_shard_sync_at_startup_if_leases_exist and leases):
             self._after_sync(self.leases.sync_shards(self.leases.last_seen, "start-up"), now)
         self.leases.adopt_own_leases(leases)
-        self.starting = False  # from here a signal is queued for the loop: the graceful stop
+        self.signals.starting = False  # from here a signal is queued for the loop: the graceful stop
         # Everything made so far (modules, service models, clients) is shared with the pool
         # processes forked from here on; keep the collector from touching it, so those pages
         # stay shared instead of being copied into every worker (gc.freeze's purpose).
@@ -289,42 +226,22 @@ class Supervisor:
         self.due["sync"] = now + settings.shard_sync_interval_ms / 1000.0
 
     def wait(self, timeout: float) -> None:
-        ready = wait_for([self._wake_r] + self.pools.connections(), timeout)
+        ready = wait_for([self.signals.wake_fd] + self.shards.pools.connections(), timeout)
         for item in ready:
-            if item == self._wake_r:
-                self._drain_wakeups()
+            if item == self.signals.wake_fd:
+                self.signals.drain_wakeups()
                 continue
-            pool = self.pools.by_conn(item)
+            pool = self.shards.pools.by_conn(item)
             if pool is not None:
-                self._read_messages(pool)
+                for worker, message in self.shards.read(pool):
+                    self._act(worker, message)
 
-    def _read_messages(self, pool: PoolProcess) -> None:
-        for _ in range(5000):  # bounded: a chatty pool process cannot starve the loop
-            try:
-                if pool.closed or not pool.conn.poll():
-                    return
-                message = pool.conn.recv()
-            except (EOFError, OSError):
-                pool.closed = True  # it is dying: the reap step restarts its shards
-                return
-            if isinstance(message, channel.Usage):
-                self._usage(message)
-                continue
-            worker = self.workers.get(message.shard)
-            if worker is not None and worker.pool is pool:
-                self._handle(worker, message)
-
-    def _handle(self, worker: Worker, message: channel.FromPool) -> None:
+    def _act(self, worker: Worker, message: channel.FromPool) -> None:
+        """A shard's report that concerns its lease."""
         match message:
-            case channel.Progress(delivered=delivered, checkpoint=checkpoint, millis_behind_latest=behind):
-                worker.progress.update(delivered, checkpoint, behind)
-                self.metrics.merge(decode_samples(message.samples))
-            case channel.ShutdownReady(checkpoint=checkpoint):
-                worker.shutdown_ready = True
-                worker.progress.checkpoint = checkpoint
-                if worker.handing_off:
-                    self.leases.finish_handoff(worker.key)
-                    self._tell(worker, channel.LeaseLost)
+            case channel.ShutdownReady() if worker.handing_off:
+                self.leases.finish_handoff(worker.key)
+                self.shards.tell(worker, channel.LeaseLost)
             case channel.LeaseMoved():
                 self.leases.drop(worker.key, "a checkpoint was refused: the lease belongs to another worker")
             case channel.Children(children=children):
@@ -333,26 +250,10 @@ class Supervisor:
                 else:
                     self.log.info("shard %s ended without ChildShards: syncing shards now", worker.key)
                     self.due["sync"] = self.clock()
-            case channel.ShardEnd(checkpointed=checkpointed):
-                worker.shard_end = bool(checkpointed)
-            case channel.Failed(cause=cause):
-                worker.failure = cause
-            case channel.ProcessorStarted(pid=pid, started=started):
-                worker.pool.groups[worker.key] = (pid, started)
-            case channel.ShardExited(code=code):
-                worker.exit_code = code
-
-    def _usage(self, message: channel.Usage) -> None:
-        for key, cpu, rss in message.samples:
-            worker = self.workers.get(key)
-            if worker is not None:
-                worker.usage = Usage(cpu, rss)
-                self.metrics.add("processor_cpu", cpu, key)
-                self.metrics.add("processor_rss", rss, key)
 
     def handle_signals(self) -> None:
-        while self.signals:
-            signum = self.signals.pop(0)
+        while self.signals.pending:
+            signum = self.signals.pending.pop(0)
             if not self.stopping:
                 self.log.info("%s received: stopping gracefully (a second signal stops at once)",
                               signal.Signals(signum).name)
@@ -366,120 +267,37 @@ class Supervisor:
         for key in renewal.lost:
             worker = self.workers.get(key)
             if worker is not None and worker.told_lost_at is None:
-                self._tell(worker, channel.LeaseLost)
+                self.shards.tell(worker, channel.LeaseLost)
         for key in renewal.handoffs:
             worker = self.workers.get(key)
             if worker is None or worker.told_lost_at is not None:
                 self.leases.finish_handoff(key)  # no processor to stop: its last checkpoint stands
             else:
                 worker.handing_off = True
-                self._tell(worker, channel.Shutdown)
+                self.shards.tell(worker, channel.Shutdown)
         for key in renewal.acquired:
             self.restarts.pop(key, None)
-
-    def _tell(self, worker: Worker, command: type[channel.Shutdown | channel.LeaseLost | channel.Terminate]) -> None:
-        if command is channel.LeaseLost:
-            worker.told_lost_at = self.clock()
-        worker.pool.send(command(worker.key))
 
     # -- shards -----------------------------------------------------------------------
 
     def fence_workers(self) -> None:
-        """Each shard learns of its lease's renewals (one batch per pool process); one whose
-        lease is gone is told so. The times are the supervisor's clock, ``time.monotonic()``:
-        host-wide, so the pool processes' own clocks read the same."""
-        batches: dict[int, tuple[PoolProcess, list[tuple[str, float]]]] = {}
-        for key, worker in self.workers.items():
-            if worker.told_lost_at is not None or worker.exit_code is not None:
-                continue
-            held = self.leases.held.get(key)
-            if held is None:
-                self.log.info("shard %s: its lease is no longer held here; stopping its processor", key)
-                self._tell(worker, channel.LeaseLost)
-            elif held.renewed_at > worker.renewed_at:
-                worker.renewed_at = held.renewed_at
-                batches.setdefault(worker.pool.index, (worker.pool, []))[1].append((key, held.renewed_at))
-        for pool, renewed in batches.values():
-            pool.send(channel.Renewed(tuple(renewed)))
+        """Each shard learns of its lease's renewals. The times are the supervisor's clock,
+        ``time.monotonic()``: host-wide, so the pool processes' own clocks read the same."""
+        self.shards.fence({key: held.renewed_at for key, held in self.leases.held.items()})
 
     def spawn_workers(self) -> None:
-        self.more_to_start = False
         if self.stopping:
             return
-        now = self.clock()
-        failover_s = self.config.lease.failover_time_ms / 1000.0
-        self.stale &= set(self.leases.held)
-        for key in [k for k in self.waiting if k not in self.leases.held]:
-            del self.waiting[key]
-        started = 0
-        for key, held in self.leases.held.items():
-            if key in self.workers or now < self.restarts.get(key, Restart()).not_before:
-                continue
-            if self._waits_for_parents(key):
-                continue
-            if not Hold(failover_s, held.renewed_at).fresh(now):
-                if key not in self.stale:
-                    self.stale.add(key)
-                    self.log.warning("not starting a processor for %s: its lease was last renewed %.1f s ago "
-                                     "(another host may have taken it); waiting for the next renewal", key,
-                                     now - held.renewed_at)
-                continue
-            if started == STARTS_PER_TURN:
-                self.more_to_start = True  # the loop comes back at once, after what else is due
-                return
-            started += 1
-            self.stale.discard(key)
-            pool = self.pools.place(key)
-            pool.send(channel.Start(key, held.lease.checkpoint or _fresh(self.config), self.consumer_arn,
-                                    held.renewed_at))
-            self.workers[key] = Worker(key, pool, now, ShardProgress(key), renewed_at=held.renewed_at)
-            self.log.info("started shard worker for %s (pool process %d, pid %d)", key, pool.index, pool.pid)
-
-    def _waits_for_parents(self, key: str) -> bool:
-        """A child shard is processed only after every parent reached SHARD_END."""
-        parents = tuple(self.leases.waiting_for(key))
-        if parents:
-            if self.waiting.get(key) != parents:
-                self.log.info("lease %s waits for its parent shard(s) %s to reach SHARD_END", key, ", ".join(parents))
-            self.waiting[key] = parents
-            return True
-        if self.waiting.pop(key, None):
-            self.log.info("the parents of %s are finished: starting it", key)
-        return False
+        for key in self.starts.choose(self.leases.held, self.workers, self.clock(), self.leases.waiting_for):
+            held = self.leases.held[key]
+            self.shards.start(key, held.lease.checkpoint or _fresh(self.config), self.consumer_arn, held.renewed_at)
 
     def reap_workers(self) -> None:
-        now = self.clock()
-        for pool in self.pools.running:
-            self._read_messages(pool)
-        for dead in self.pools.dead():
-            self._read_messages(dead)  # what it sent before it died
-            self._pool_died(dead)
-        for key, worker in list(self.workers.items()):
-            if worker.exit_code is None:
-                if worker.told_lost_at is not None and now - worker.told_lost_at > self._lost_wait_s():
-                    self.log.warning("shard worker for %s did not stop after leaseLost; terminating it", key)
-                    self._tell(worker, channel.Terminate)
-                    worker.told_lost_at = now
-                continue
-            del self.workers[key]
-            worker.pool.shards.discard(key)
-            worker.pool.groups.pop(key, None)
-            self._after_exit(worker, worker.exit_code, now)
-
-    def _pool_died(self, dead: PoolProcess) -> None:
-        """Its shards end now, with its exit status, and are restarted like any other shard."""
-        code = dead.process.exitcode
-        lost = sorted(k for k, w in self.workers.items() if w.pool is dead and w.exit_code is None)
-        self.pools.stop_groups(dead, set(lost))  # its processors would outlive it
-        self.metrics.add("pool_process_exits", 1)
-        self.counters["pool_process_exits"] += 1
-        self.log.error("pool process %d (pid %d) exited with %s; restarting its %d shards: %s", dead.index, dead.pid,
-                       describe_exit(code), len(lost), ", ".join(lost) or "-")
-        for key in lost:
-            worker = self.workers[key]
-            worker.exit_code = code if code is not None else -1
-            worker.failure = worker.failure or f"its pool process {dead.index} (pid {dead.pid}) exited with " \
-                                               f"{describe_exit(code)}"
+        ended, actions = self.shards.ended(self._lost_wait_s())
+        for worker, message in actions:
+            self._act(worker, message)
+        for worker in ended:
+            self._after_exit(worker, worker.exit_code, self.clock())
 
     def _after_exit(self, worker: Worker, code: int | None, now: float) -> None:
         """Gather the facts, let ``restart_policy.after_exit`` decide, carry the decision out."""
@@ -523,8 +341,7 @@ class Supervisor:
 
     def log_usage(self) -> None:
         """One line for the host's processors: CPU and memory in all, and the largest."""
-        line = summarize([(w.key, w.usage) for w in self.workers.values() if w.usage is not None],
-                         self.counters["processor_restarts"])
+        line = self.shards.usage_line(self.counters["processor_restarts"])
         if line:
             self.log.info("%s", line)
 
@@ -533,10 +350,9 @@ class Supervisor:
         last line is still in the pipe, keep recording into the same statistic sets."""
         if self.metrics_link is None or not self.metrics_link.idle():
             return
-        shards = [link.ShardView(w.key, w.progress.millis_behind_latest, w.usage and w.usage.cpu_percent,
-                                 w.usage and w.usage.rss_bytes) for w in self.workers.values()]
         renewed = {key: held.renewed_at for key, held in self.leases.held.items()}
-        line = link.snapshot(renewed, shards, self.leases.fleet, self.loop_lag_s, self.clock(), self.stopping)
+        line = link.snapshot(renewed, self.shards.views(), self.leases.fleet, self.loop_lag_s, self.clock(),
+                             self.stopping)
         self.metrics_link.send(orjson.dumps({"samples": encode_samples(self.metrics.drain()), **line}) + b"\n")
 
     def show_progress(self) -> None:
@@ -550,11 +366,11 @@ class Supervisor:
                       len(self.workers), len(self.leases.held), grace_s)
         self.log_usage()  # the last figures, for the record
         for worker in self.workers.values():
-            self._tell(worker, channel.Shutdown)
+            self.shards.tell(worker, channel.Shutdown)
         deadline = self.clock() + grace_s
         next_renew = self.clock() + self.config.lease.renew_interval_s
         while self.clock() < deadline and not self.quick:
-            pending = [w for w in self.workers.values() if not w.shutdown_ready and self._running(w)]
+            pending = [w for w in self.workers.values() if not w.shutdown_ready and self.shards.running(w)]
             if not pending:
                 break
             self.wait(min(0.5, max(0.0, deadline - self.clock())))
@@ -569,30 +385,13 @@ class Supervisor:
                           self.workers[key].progress.checkpoint if key in self.workers else "-")
         if self.progress_every_s:
             self.show_progress()  # the final figures, after the last checkpoints
-        for worker in self.workers.values():
-            self._tell(worker, channel.LeaseLost)
-        self._await_ends(10.0)
-        for worker in self.workers.values():
-            if self._running(worker):
-                self.log.warning("shard worker for %s still running; terminating it", worker.key)
-                self._tell(worker, channel.Terminate)
-        self._await_ends(5.0)
-        for killed in self.pools.stop(5.0):
-            self.pools.stop_groups(killed, set(killed.groups))
+        self.shards.finish(self.wait)
         if self.metrics_link is not None:
             self.metrics_link.flush(2.0)
             self.ship_metrics()  # the last figures; then the metrics process publishes them and ends
         self._stop_metrics()
         self.log.info("stopped")
         return self.exit_code
-
-    def _running(self, worker: Worker) -> bool:
-        return worker.exit_code is None and not worker.pool.closed and worker.pool.process.is_alive()
-
-    def _await_ends(self, timeout_s: float) -> None:
-        deadline = self.clock() + timeout_s
-        while any(self._running(w) for w in self.workers.values()) and self.clock() < deadline:
-            self.wait(min(0.2, max(0.0, deadline - self.clock())))
 
     def _stop_metrics(self) -> None:
         """Close the pipe, so the metrics process publishes what it has and ends (bounded)."""

@@ -205,7 +205,8 @@ class ShardWorker:
                     child.lease_lost()
                     return EXIT_OK
             elif isinstance(item, ShardEnded):
-                self.send(channel.Children(self.shard_id, item.children))  # the supervisor creates the children's leases
+                # the supervisor creates the children's leases
+                self.send(channel.Children(self.shard_id, item.children))
                 return self._shard_end(child)
 
     # -- fencing ----------------------------------------------------------------------

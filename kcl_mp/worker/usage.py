@@ -144,13 +144,15 @@ class Tracker:
             self._thread.join(2.0)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        while True:  # from the first watch (sampled at once) until stop()
             with self._lock:
                 watches = list(self._watches.values())
             now = self.clock()
             sampled = [(w.shard, usage) for w in watches if (usage := w.sample(now)) is not None]
             if sampled:
                 self.report(sampled)
+            if self._stop.wait(self.interval_s):
+                return
 
 
 def summarize(sampled: Iterable[tuple[str, Usage]], restarts: int) -> str | None:
