@@ -1,7 +1,7 @@
 """The supervisor: one per host. It owns the leases; the pool processes drive the shards.
 
 One loop, in the manner of gunicorn's arbiter: wait for the next deadline (or a signal,
-or a message from a worker), handle what arrived, then do what is due:
+or a message from a pool process), handle what arrived, then do what is due:
 
     renew   every failoverTimeMillis/3 - 25 ms: bump the counter of each held lease, all
             at once (``renewer``: at most maxLeaseRenewalThreads in flight, each retried
@@ -13,9 +13,9 @@ or a message from a worker), handle what arrived, then do what is due:
     sync    every shardSyncIntervalMillis: delete finished leases whose children are being
             processed; list the shards only if the leases leave a gap (``shard_sync.audit``)
     parents every parentShardPollIntervalMillis: re-read the parents held children wait for
-    reap    notice shards that ended (or whose pool process died: ``supervisor.pool``); restart
-            them with backoff from the last checkpoint
-            while the lease is held (a processor that did not checkpoint at SHARD_END is
+    reap    notice shards that ended, or whose pool process died (``supervisor.shards``);
+            restart them with backoff from the last checkpoint while the lease is held
+            (a processor that did not checkpoint at SHARD_END is
             restarted the same way, so the shard end is retried, loudly); after
             kclmp.processorMaxRestarts failures in a row, release the lease for another
             host; with kclmp.processorFailure = EXIT, stop the host instead (Java's way)
@@ -24,10 +24,10 @@ or a message from a worker), handle what arrived, then do what is due:
             (one ``Renewed`` batch: a shard delivers only while that is recent, ``fencing``);
             tell leaseLost to a shard whose lease is no longer held (a renewal failed, or a
             scan or read showed another holder)
-    spawn   hand every held lease that has no driver to the least loaded pool process (at most
-            ``starts.STARTS_PER_TURN`` a turn, so renewals keep their cadence), once its parents finished,
-            and only while its last renewal is recent (a host that was stopped or starved
-            renews first: a processor never starts for a lease another host may have taken)
+    spawn   hand every held lease that has no driver to the least loaded pool process, once
+            its parents finished, and only while its last renewal is recent (a host that was
+            stopped or starved renews first: a processor never starts for a lease another
+            host may have taken); at most STARTS_PER_TURN a turn (``starts``)
 
 The messages to and from the pool processes are ``worker.channel``'s; the pool processes fork
 the processor children, so a start costs the supervisor one message.
