@@ -201,5 +201,5 @@ class Shards:
         return summarize([(w.key, w.usage) for w in self.workers.values() if w.usage is not None], restarts)
 
     def views(self) -> list[link.ShardView]:
-        return [link.ShardView(w.key, w.progress.millis_behind_latest, w.usage and w.usage.cpu_percent,
-                               w.usage and w.usage.rss_bytes) for w in self.workers.values()]
+        return [link.ShardView(w.key, w.progress.millis_behind_latest, w.usage.cpu_percent if w.usage else None,
+                               w.usage.rss_bytes if w.usage else None) for w in self.workers.values()]

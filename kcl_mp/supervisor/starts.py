@@ -26,7 +26,8 @@ class Restart:
 
 
 class Starts:
-    def __init__(self, failover_s: float, log: logging.LoggerAdapter, per_turn: int = STARTS_PER_TURN):
+    def __init__(self, failover_s: float, log: "logging.LoggerAdapter[logging.Logger]",
+                 per_turn: int = STARTS_PER_TURN):
         self.failover_s, self.log, self.per_turn = failover_s, log, per_turn
         self.restarts: dict[str, Restart] = {}  # shards that ended and wait for a restart
         self.waiting: dict[str, tuple[str, ...]] = {}  # held leases whose parents have not finished

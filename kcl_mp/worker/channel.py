@@ -111,7 +111,7 @@ class ShutdownReady:
 @dataclass(frozen=True)
 class Children:
     shard: str
-    children: list[dict[str, Any]]
+    children: tuple[dict[str, Any], ...]
 
 
 @dataclass(frozen=True)

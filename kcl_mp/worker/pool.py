@@ -32,7 +32,7 @@ from kcl_mp.aws.clients import client as aws_client
 from kcl_mp.config import Config
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.worker import channel
-from kcl_mp.worker.shard_worker import LEASE_LOST, SHUTDOWN, TERMINATE, Shared, ShardWorker, Terminated
+from kcl_mp.worker.shard_worker import LEASE_LOST, SHUTDOWN, TERMINATE, ShardWorker, Shared, Terminated
 from kcl_mp.worker.usage import Tracker, Usage
 
 SAMPLE_EVERY_S = 2.0  # how often the processors' CPU and memory are sampled

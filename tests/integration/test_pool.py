@@ -19,8 +19,16 @@ from kcl_mp.devtools.producer import produce
 from kcl_mp.embedded import ensure_stream
 from kcl_mp.leases.table import LeaseTable
 
-from .harness import (RECORDER, BackgroundProducer, Daemon, base_properties, recorded, records_only, wait_until,
-                      write_properties)
+from .harness import (
+    RECORDER,
+    BackgroundProducer,
+    Daemon,
+    base_properties,
+    recorded,
+    records_only,
+    wait_until,
+    write_properties,
+)
 
 pytestmark = pytest.mark.integration
 
