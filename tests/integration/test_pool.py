@@ -108,7 +108,7 @@ def test_one_host_keeps_64_leases_renewed_on_time_and_every_shard_delivers(
     failover_ms = 10000
     props = write_properties(tmp_path / "app.properties", **base_properties(
         moto_url, stream, app, f"sh {ROOT / 'processors' / 'shell' / 'processor.sh'}",
-        failoverTimeMillis=failover_ms, idleTimeBetweenReadsInMillis=1500, shutdownGraceMillis=5000))
+        failoverTimeMillis=failover_ms, idleTimeBetweenReadsInMillis=2000, shutdownGraceMillis=5000))
     ranges = [s["HashKeyRange"]["StartingHashKey"] for s in kinesis.list_shards(StreamName=stream)["Shards"]]
     assert len(ranges) == shards
     for start in range(0, shards, 16):  # three records for every shard
