@@ -81,6 +81,8 @@ CATALOGUE: dict[str, Spec] = {
                           "kclmp_leases_released", "leases given back (shutdown, a processor that kept failing)"),
     "loop_lag": _s("Supervisor", "LoopLag", "Milliseconds", "DETAILED", "gauge", "", "kclmp_loop_lag_seconds",
                    "how late the supervisor loop ran a due renewal"),
+    "pool_process_exits": _s("Supervisor", "PoolProcessExits", "Count", "SUMMARY", "counter", "",
+                             "kclmp_pool_process_exits", "pool processes that died; each cost its shards a restart"),
     # per lease
     "records": _s("ProcessTask", "RecordsProcessed", "Count", "SUMMARY", "counter", "shard",
                   "kclmp_lease_records", "user records delivered to the processor"),
