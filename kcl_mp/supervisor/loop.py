@@ -63,6 +63,7 @@ from multiprocess.connection import wait as wait_for
 
 from kcl_mp.aws.clients import client as aws_client
 from kcl_mp.config import Config
+from kcl_mp.errors import EXIT_CONFIG, EXIT_OK, EXIT_PROCESSOR, EXIT_START
 from kcl_mp.leases.coordinator import LeaseCoordinator, Renewal
 from kcl_mp.leases.renewer import renewal_table
 from kcl_mp.leases.table import LeaseTable
@@ -114,7 +115,7 @@ class Supervisor:
         self.signals = SignalQueue()
         self.stopping = False
         self.quick = False  # a second signal: skip the wait for final checkpoints
-        self.exit_code = 0
+        self.exit_code = EXIT_OK
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -125,7 +126,7 @@ class Supervisor:
             self.log.warning("%s received during start-up: stopped before processing any lease",
                              signal.Signals(stop.signum).name)
             self._stop_metrics()
-            return 0
+            return EXIT_OK
         except BaseException:
             self.signals.starting = False  # a signal now only queues: it must not cut the stop below short
             self._stop_metrics()  # left running, it would keep this process from exiting (it waits on the pipe)
@@ -304,13 +305,13 @@ class Supervisor:
         key = worker.key
         if not worker.shard_end and worker.handing_off and not worker.shutdown_ready and key in self.leases.held:
             self.leases.finish_handoff(key)  # it died while stopping: the last checkpoint stands
-        cannot_start = code == channel.EXIT_START
+        cannot_start = code == EXIT_START
         if key in self.leases.held and not (self.stopping or worker.shard_end or cannot_start):
             self.leases.refresh(key)  # a restart resumes from the last checkpoint its predecessor wrote
         held = self.leases.held.get(key)
         gone = restart_policy.Gone(worker.shard_end, code, worker.failure, now - worker.started_at, held is not None,
                                    self.stopping, held is not None and held.lease.is_shard_end, cannot_start,
-                                   code == channel.EXIT_PROCESSOR)
+                                   code == EXIT_PROCESSOR)
         decision = restart_policy.after_exit(gone, self.restarts.get(key, Restart()).attempts, self.config.processor,
                                              self.rng)
         self.counters.update(decision.counters)
@@ -322,7 +323,7 @@ class Supervisor:
                 self.log.info("shard %s %s", key, decision.why)
             case Action.STOP_HOST:
                 self.log.error("%s: %s", key, decision.why)
-                self.exit_code = 1
+                self.exit_code = EXIT_CONFIG
                 self.stopping = True
             case Action.RELEASE:
                 self.restarts.pop(key, None)

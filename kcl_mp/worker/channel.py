@@ -31,8 +31,8 @@ pool process -> supervisor:
                      got the error, then leaseLost, and the shard ends
     Failed(shard, cause)   just before the shard ends with a non-zero code
     ShardExited(shard, code)   the shard's driver ended (its processor is stopped); ``code``
-                     as a shard worker's exit status was: EXIT_OK, EXIT_START, EXIT_PROCESSOR,
-                     EXIT_DEPENDENCY
+                     one of the worker codes in ``kcl_mp.errors``: EXIT_OK, EXIT_START,
+                     EXIT_PROCESSOR, EXIT_DEPENDENCY
 
 A pool process whose pipe closes (the supervisor died) tells every shard LeaseLost: without
 renewals it cannot own them.
@@ -44,11 +44,6 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from kcl_mp.sequence import ExtendedSequenceNumber
-
-EXIT_OK = 0
-EXIT_START = 3  # the executable cannot be started at all: a configuration error (stop the host)
-EXIT_PROCESSOR = 4  # the processor broke the protocol: restart with backoff
-EXIT_DEPENDENCY = 5  # AWS kept failing
 
 
 # -- supervisor -> pool process ---------------------------------------------------------------

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kcl_mp import logs
+from kcl_mp.errors import EXIT_DEPENDENCY, EXIT_OK
 from kcl_mp.aws.clients import ClientLimits
 from kcl_mp.aws.clients import client as aws_client
 from kcl_mp.config import Config
@@ -136,12 +137,12 @@ class Pool:
 
     def _drive(self, worker: ShardWorker) -> None:
         """One shard's thread: today's shard worker, start to end; then say how it ended."""
-        code = channel.EXIT_DEPENDENCY
+        code = EXIT_DEPENDENCY
         try:
             code = worker.run()
         except Terminated:
             worker.log.warning("terminated by the supervisor")
-            code = channel.EXIT_OK
+            code = EXIT_OK
         except Exception:
             worker.log.exception("shard driver failed")
         finally:

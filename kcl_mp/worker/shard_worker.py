@@ -32,17 +32,17 @@ from typing import Any, Callable
 
 from kcl_mp import logs
 from kcl_mp.config import Config
+from kcl_mp.errors import EXIT_DEPENDENCY, EXIT_OK, EXIT_PROCESSOR, EXIT_START, CheckpointOutcome
 from kcl_mp.errors import KclMpError, ProcessorError, ProcessorStartError
 from kcl_mp.leases.fencing import Hold, checkpoint_wait_s
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.metrics.catalogue import Recorder, encode_samples
 from kcl_mp.multilang.child import ProcessorChild
-from kcl_mp.multilang.wire import DEPENDENCY, LEASE_MOVED, make_batch
+from kcl_mp.multilang.wire import make_batch
 from kcl_mp.retrieval.fanout import FanOutFetcher
 from kcl_mp.retrieval.polling import Fetched, Fetcher, FetchFailed, ShardEnded
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.worker import channel
-from kcl_mp.worker.channel import EXIT_DEPENDENCY, EXIT_OK, EXIT_PROCESSOR, EXIT_START
 from kcl_mp.worker.usage import MB, Tracker, Watch, start_time
 
 PROGRESS_EVERY_S = 1.0
@@ -241,10 +241,10 @@ class ShardWorker:
                               self.shard_id, "lost" if command == LEASE_LOST else "given up")
                 return False
 
-    def _hold_for_checkpoint(self) -> str | None:
+    def _hold_for_checkpoint(self) -> CheckpointOutcome | None:
         """None when a checkpoint may be written now (at once, or once a renewal came); else
-        the error the processor gets: LEASE_MOVED if the lease was lost meanwhile, DEPENDENCY
-        if no renewal came within ``checkpoint_wait_s``."""
+        why not: LEASE_MOVED if the lease was lost meanwhile, FAILED if no renewal came within
+        ``checkpoint_wait_s`` (the processor gets a dependency error it may retry)."""
         now = time.monotonic()
         if self.hold.fresh(now):
             return None
@@ -255,14 +255,14 @@ class ShardWorker:
             if command is not None:
                 self.commands.append(command)  # obeyed once the exchange is over
             if command == LEASE_LOST:
-                return LEASE_MOVED
+                return CheckpointOutcome.LEASE_MOVED
             now = time.monotonic()
             if self.hold.fresh(now):
                 self._resume(now)
                 return None
         self.log.warning("checkpoint of shard %s not written: no renewal for %.1f s (its lease may be another "
                          "host's by now)", self.shard_id, self.hold.age(now))
-        return DEPENDENCY
+        return CheckpointOutcome.FAILED
 
     def _record(self, item: Fetched, seconds: float) -> None:
         shard_id = self.shard_id
