@@ -101,13 +101,17 @@ def _rules(kind: str, key: str) -> tuple[frozenset[str], frozenset[str]]:
 
 
 def _backwards(kind: str, old: Item, new: Item) -> list[str]:
+    """Counters and positions that went back (a retyped one is reported as retyped)."""
+    def both(name: str, typ: str) -> bool:
+        return typ in old.get(name, {}) and typ in new.get(name, {})
+
     found = []
     if kind == "leases":
-        if "leaseCounter" in old and "leaseCounter" in new and int(new["leaseCounter"]["N"]) < int(old["leaseCounter"]["N"]):
+        if both("leaseCounter", "N") and int(new["leaseCounter"]["N"]) < int(old["leaseCounter"]["N"]):
             found.append(f"leaseCounter went back {old['leaseCounter']['N']} -> {new['leaseCounter']['N']}")
-        if "checkpoint" in old and "checkpoint" in new and _checkpoint(new) < _checkpoint(old):
+        if both("checkpoint", "S") and _checkpoint(new) < _checkpoint(old):
             found.append(f"checkpoint went back {_checkpoint(old)} -> {_checkpoint(new)}")
-    if kind == "metrics" and "lut" in old and "lut" in new and float(new["lut"]["N"]) < float(old["lut"]["N"]):
+    if kind == "metrics" and both("lut", "N") and float(new["lut"]["N"]) < float(old["lut"]["N"]):
         found.append(f"lut went back {old['lut']['N']} -> {new['lut']['N']}")
     return found
 
@@ -269,6 +273,22 @@ def self_acquired(log: str, since: float, until: float) -> list[str]:
             if since <= at <= until:
                 found.append(match.group(2))
     return found
+
+
+# The Java lease refresher's line for each lease its leader assigned or handed over.
+JAVA_ASSIGNED = re.compile(r"Assigned lease (\S+) ownership from (\S+) to (\S+)")
+# The Java follower's lease discoverer: the leases it found assigned to it.
+JAVA_DISCOVERED = re.compile(r"New leases assigned to worker : (\S+), count : (\d+)")
+
+
+def java_assigned(log: str) -> list[tuple[str, str, str]]:
+    """(lease, from, to) for each assignment a Java leader wrote ("null": from nobody)."""
+    return JAVA_ASSIGNED.findall(log)
+
+
+def java_discovered(log: str) -> int:
+    """How many leases a Java worker found assigned to it by a leader, over its whole log."""
+    return sum(int(count) for _, count in JAVA_DISCOVERED.findall(log))
 
 
 # -- all of it -----------------------------------------------------------------------------

@@ -14,17 +14,14 @@ tests/integration/pending_kcl3_fleet.py):
 from __future__ import annotations
 
 import copy
-import re
 
 import pytest
 
-from .fleet_findings import (compare_snapshots, delivered_by, holdings, moved_back, moves, processing_overlap,
-                             resumes)
+from .fleet_findings import (compare_snapshots, delivered_by, holdings, java_assigned, java_discovered, moved_back,
+                             moves, processing_overlap, resumes)
 from .kcl3_fleet import APP, COORDINATOR_TABLE, JAVA, KCLMP, METRICS_TABLE, SHARDS, run_scenario
 
 pytestmark = pytest.mark.integration
-
-JAVA_ASSIGNED = re.compile(r"Assigned lease (\S+) ownership from (\S+) to (\S+)")
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +49,9 @@ def test_java_default_mode_alone_then_kcl_mp_takes_over(java_first):
 
     # Java's lease assignment manager gave itself every lease, once each, from nobody
     log = f.log(f"{JAVA}.1.log")
-    assigned = JAVA_ASSIGNED.findall(log)
+    assigned = java_assigned(log)
     assert sorted(assigned) == sorted((f"shardId-{n:012d}", "null", JAVA) for n in range(SHARDS)), assigned
+    assert java_discovered(log) == SHARDS
 
     # the lease timeline: nobody, then Java, then kclmp-a, for every shard (released by Java
     # or expired in between; kclmp-a releases them as it stops); nothing went back
@@ -96,9 +94,9 @@ def test_java_default_mode_alone_then_kcl_mp_takes_over(java_first):
 
 def test_snapshot_comparison_names_every_loss(java_first):
     shots = java_first.result["snapshots"]
-    before, after = shots["java_leads"], shots["kclmp_holds_all"]
+    before, after = shots["delivered"], shots["kclmp_holds_all"]
     assert compare_snapshots(before, after) == []  # the lock released, leases moved, checkpoints on
-    lease = "shardId-000000000003"
+    lease = next(key for key, item in sorted(before[APP].items()) if item["checkpoint"]["S"].isdigit())
 
     def changed(edit) -> list[str]:
         broken = copy.deepcopy(after)
