@@ -25,9 +25,27 @@ from __future__ import annotations
 
 import pytest
 
-from .fleet_findings import (Findings, delivered_by, java_assigned, java_discovered, moved_back, moves,
-                             processing_overlap, processors, resumes, self_acquired)
-from .kcl3_fleet import JAVA, KCLMP, LOCK_LEASE_S, METRICS_TABLE, ROUNDS_WATCHED, SHARDS, run_scenario
+from .fleet_findings import (
+    Findings,
+    delivered_by,
+    java_assigned,
+    java_discovered,
+    moved_back,
+    moves,
+    processing_overlap,
+    processors,
+    resumes,
+    self_acquired,
+)
+from .kcl3_fleet import (
+    JAVA,
+    KCLMP,
+    LOCK_LEASE_S,
+    METRICS_TABLE,
+    ROUNDS_WATCHED,
+    SHARDS,
+    run_scenario,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -17,9 +17,26 @@ import copy
 
 import pytest
 
-from .fleet_findings import (compare_snapshots, delivered_by, holdings, java_assigned, java_discovered, moved_back,
-                             moves, processing_overlap, resumes)
-from .kcl3_fleet import APP, COORDINATOR_TABLE, JAVA, KCLMP, METRICS_TABLE, SHARDS, run_scenario
+from .fleet_findings import (
+    compare_snapshots,
+    delivered_by,
+    holdings,
+    java_assigned,
+    java_discovered,
+    moved_back,
+    moves,
+    processing_overlap,
+    resumes,
+)
+from .kcl3_fleet import (
+    APP,
+    COORDINATOR_TABLE,
+    JAVA,
+    KCLMP,
+    METRICS_TABLE,
+    SHARDS,
+    run_scenario,
+)
 
 pytestmark = pytest.mark.integration
 
