@@ -50,8 +50,9 @@ from .kcl3_fleet import (
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.timeout(540)
 def test_java_default_mode_fleet_with_two_kclmp_hosts(tmp_path):
-    judge(run_scenario("full", tmp_path / "full", timeout=600))
+    judge(run_scenario("full", tmp_path / "full", timeout=500))
 
 
 def judge(f: Findings) -> None:
