@@ -222,6 +222,8 @@ def java_first(fleet: Fleet) -> None:
         TableName=APP)["Table"].get("GlobalSecondaryIndexes", [])]
     fleet.phase("java_leads")
     fleet.delivered_so_far(60)
+    wait_until(lambda: all("throughputKBps" in item for item in (fleet.snapshot()[APP] or {}).values()), 30,
+               "the Java daemon's renewals writing throughputKBps on every lease", 0.5)
     fleet.phase("delivered")
     fleet.stop(JAVA)
     fleet.phase("java_stopped")
