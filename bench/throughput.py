@@ -143,7 +143,7 @@ def run_once(daemon: str, shards: int, size: int, args: argparse.Namespace, dyna
             time.sleep(0.5)
         ready_s = time.monotonic() - started
         delivering = len([p for p in out.iterdir() if p.stat().st_size])
-        time.sleep(2.0)  # past the first batches' burst
+        time.sleep(5.0)  # past the first batches' burst (and the JVM's JIT at its busiest)
         own, processors = own_and_processors(process.pid, daemon)
         before = (time.monotonic(), _progress(out)[0], cpu_of(own), cpu_of(processors), cpu_of([source.pid]))
         time.sleep(args.window)

@@ -245,7 +245,7 @@ class App:
             body = self.kinesis.handle(operation, orjson.loads(b"".join(chunks) or b"{}"))
         except ServiceError as exc:
             status, body = 400, orjson.dumps({"__type": exc.code, "message": str(exc)})
-            if exc.code == "UnknownOperationException":
+            if exc.code == "UnknownOperationException" and operation:
                 print(f"fast_kinesis: {operation} is not served", file=sys.stderr, flush=True)
         except ValueError as exc:
             status, body = 400, orjson.dumps({"__type": "SerializationException", "message": str(exc)})
