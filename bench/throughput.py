@@ -35,16 +35,14 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from bench.daemons import _command, _progress, _properties  # noqa: E402
-from kcl_mp.devtools import java_daemon  # noqa: E402
+from common import ROOT, bench_environment, command, deliveries, properties
+
+from kcl_mp.devtools import java_daemon
 
 STREAM = "bench"
 READY_S = 300.0  # KCL 3.x takes a minute or more before its first record; 64 shards more
@@ -64,7 +62,11 @@ class Run:
     source_cores: float
     ready_s: float
     shards_delivering: int
-    stable: bool  # no process of the daemon's exited during the window (else CPU is undercounted)
+    stable: bool  # none of the daemon's own processes exited during the window (else its CPU is undercounted)
+
+
+def delivered(out: Path) -> int:
+    return sum(shard.records for shard in deliveries(out).values())
 
 
 def cpu_of(pids: list[int]) -> float:
@@ -127,36 +129,35 @@ def run_once(daemon: str, shards: int, size: int, args: argparse.Namespace, dyna
     out.mkdir()
     port = free_port()
     source = start_source(port, shards, size, page, work / f"{app}.source.log")
-    properties = _properties(work / f"{app}.properties", dynamodb_url, STREAM, app, page, "NONE")
-    text = properties.read_text()
-    text = text.replace(f"kinesisEndpoint = {dynamodb_url}", f"kinesisEndpoint = http://127.0.0.1:{port}")
-    text = text.replace(str(ROOT / "bench" / "noop_processor.py"), str(PROCESSORS[args.processor]))
-    properties.write_text(text)
+    path = properties(work / f"{app}.properties", dynamodb_url, STREAM, app,
+                      kinesisEndpoint=f"http://127.0.0.1:{port}", maxRecords=page, idleTimeBetweenReadsInMillis=200,
+                      executableName=f"{sys.executable} {PROCESSORS[args.processor]}")
     log = open(work / f"{app}.log", "wb")
     env = {**os.environ, "BENCH_OUT": str(out), "BENCH_CHECKPOINT_EVERY": "1000"}
     started = time.monotonic()
-    process = subprocess.Popen(_command(daemon, properties), stdout=log, stderr=subprocess.STDOUT, env=env,
+    process = subprocess.Popen(command(daemon, path), stdout=log, stderr=subprocess.STDOUT, env=env,
                                cwd=str(work), start_new_session=True)
     try:
         deadline = started + READY_S
-        while len([p for p in out.iterdir() if p.stat().st_size]) < shards and time.monotonic() < deadline:
+        while len(deliveries(out)) < shards and time.monotonic() < deadline:
             if process.poll() is not None:
                 raise RuntimeError(f"{daemon} exited with status {process.returncode}; see {log.name}")
             time.sleep(0.5)
         ready_s = time.monotonic() - started
-        delivering = len([p for p in out.iterdir() if p.stat().st_size])
+        delivering = len(deliveries(out))
         time.sleep(5.0)  # past the first batches' burst (and the JVM's JIT at its busiest)
         for attempt in range(1, WINDOWS + 1):
-            # CPU is read from live processes: a window in which one exits (a shard worker or a
-            # processor restarted: a lost lease) would lose its CPU, so such a window is retried
+            # CPU is read from live processes: a window in which one of the daemon's own exits (a
+            # shard worker restarted after a lost lease) would lose its CPU, so it is retried
             own, processors = own_and_processors(process.pid, daemon)
-            before = (time.monotonic(), _progress(out)[0], cpu_of(own), cpu_of(processors), cpu_of([source.pid]))
+            before = (time.monotonic(), delivered(out), cpu_of(own), cpu_of(processors), cpu_of([source.pid]))
             time.sleep(args.window)
-            after = (time.monotonic(), _progress(out)[0], cpu_of(own), cpu_of(processors), cpu_of([source.pid]))
-            stable = own_and_processors(process.pid, daemon) == (own, processors)
+            after = (time.monotonic(), delivered(out), cpu_of(own), cpu_of(processors), cpu_of([source.pid]))
+            own_now = own_and_processors(process.pid, daemon)[0]
+            stable = own_now == own  # a processor restarted costs only the processors' column
             if stable:
                 break
-            print(f"  note: {daemon}'s processes changed during window {attempt} (restarts: see {log.name})",
+            print(f"  note: {daemon}'s own processes changed during window {attempt} (restarts: see {log.name})",
                   flush=True)
     finally:
         process.send_signal(signal.SIGTERM)
@@ -199,7 +200,8 @@ def report(runs: list[Run], args: argparse.Namespace) -> str:
             pair = {r.daemon: r for r in runs if r.shards == shards and r.size == size}
             if len(pair) == 2:
                 k, j = pair["kcl-mp"], pair["java"]
-                lines.append(f"{shards:>6} shards {size:>5} B  kcl-mp/Java: records/s {k.records_per_s / j.records_per_s:.2f}x "
+                lines.append(f"{shards:>6} shards {size:>5} B  kcl-mp/Java: records/s "
+                             f"{k.records_per_s / j.records_per_s:.2f}x "
                              f"(target >= 2), CPU per record {k.cpu_per_record_us / j.cpu_per_record_us:.2f}x "
                              "(target <= 0.2)")
     return "\n".join(lines)
@@ -220,12 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("java") is None and args.only != "kcl-mp":
         print("bench: java (17+) is needed for the Java daemon; --only kcl-mp runs kcl-mp alone", file=sys.stderr)
         return 1
-    from kcl_mp.embedded import EMBEDDED_ENV, start_emulator
+    from kcl_mp.embedded import start_emulator
 
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # stop what we started
-    os.environ.update(EMBEDDED_ENV)
-    os.environ["AWS_REGION"] = EMBEDDED_ENV["AWS_DEFAULT_REGION"]
-    work = Path(tempfile.mkdtemp(prefix="kcl-mp-throughput-"))
+    work = bench_environment("kcl-mp-throughput-")
     dynamodb = start_emulator(http2=True, log_path=str(work / "moto.log"))
     daemons = [args.only] if args.only else ["java", "kcl-mp"]
     runs: list[Run] = []
