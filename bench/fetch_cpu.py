@@ -69,10 +69,10 @@ def start_source(port: int, size: int, page_records: int) -> subprocess.Popen:
         try:
             probe.list_shards(StreamName="bench")
             return process
-        except Exception:
+        except Exception as exc:
             if time.monotonic() > deadline or process.poll() is not None:
                 process.kill()
-                raise RuntimeError("fast_kinesis did not start")
+                raise RuntimeError("fast_kinesis did not start") from exc
             time.sleep(0.1)
 
 

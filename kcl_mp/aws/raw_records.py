@@ -31,7 +31,7 @@ RAW_OUTPUTS = frozenset({"GetRecordsOutput"})
 RAW_EVENTS = frozenset({"SubscribeToShardEvent"})
 
 
-class RawEventParser(EventStreamJSONParser):  # type: ignore[misc]
+class RawEventParser(EventStreamJSONParser):
     """botocore's event parser, but a SubscribeToShardEvent's payload is decoded, not walked."""
 
     def _parse_payload(self, response: dict[str, Any], shape: Any, member_shapes: Any,
@@ -42,7 +42,7 @@ class RawEventParser(EventStreamJSONParser):  # type: ignore[misc]
         final_parsed.update(orjson.loads(body) if body else {})
 
 
-class RawRecordsParser(JSONParser):  # type: ignore[misc]
+class RawRecordsParser(JSONParser):
     """botocore's JSON parser, but a successful GetRecords answer is decoded, not walked,
     and so are the records events of a subscription."""
 
@@ -57,7 +57,7 @@ class RawRecordsParser(JSONParser):  # type: ignore[misc]
         return parsed
 
 
-class RawRecordsParserFactory(ResponseParserFactory):  # type: ignore[misc]
+class RawRecordsParserFactory(ResponseParserFactory):
     """The factory botocore asks for a parser per response: ours for the JSON protocol."""
 
     def create_parser(self, protocol_name: str) -> Any:

@@ -3,7 +3,8 @@ and SubscribeToShard events decoded by orjson, unwalked) gives the data path exa
 botocore's own parsing gives, and fails exactly as botocore does.
 
 Each case reads the same records twice, through the client botocore parses (bytes and
-datetimes) and through the raw one, both as ``client`` configures them (ClientLimits), and compares what reaches a processor: the processRecords lines (data, partition key,
+datetimes) and through the raw one, both as ``client`` configures them (ClientLimits), and
+compares what reaches a processor: the processRecords lines (data, partition key,
 sequence and sub-sequence numbers, arrival time; KPL aggregates de-aggregated),
 MillisBehindLatest, and ChildShards at a shard's end (kinesis-mock closes shards; moto
 never does). Errors come from a real server too: the throttling proxy in front of moto, a
