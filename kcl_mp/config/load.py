@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kcl_mp.config import keys as K
+from kcl_mp.config import values
 from kcl_mp.config.properties import last_wins, read_properties
 from kcl_mp.config.settings import (
     ClientSettings,
@@ -52,7 +53,7 @@ class _Setting:
 
 def _shown(name: str, raw: str) -> str:
     """A value fit for a message: credential arguments and secret-looking runs removed."""
-    if K.canonical_credential_key(name):
+    if values.canonical_credential_key(name):
         return re.sub(r"\|[^,]*", "|...", raw)
     return _SECRET.sub("<redacted>", raw)
 
@@ -113,7 +114,7 @@ def load_config(
             value = key.parse(s.raw)
         except ValueError as exc:
             raise ConfigError(f"{s.label} = {_shown(s.name, s.raw)!r}: {exc}") from None
-        if name in K.CREDENTIAL_KEYS:
+        if name in values.CREDENTIAL_KEYS:
             value, notes = value
             for note in notes:
                 warn(f"{s.label}: {note}")
@@ -142,7 +143,7 @@ def load_config(
     stream_name = parsed.get("streamName")
     arn = parsed.get("streamArn")
     if arn is not None:
-        arn_name = K.stream_name_of(arn)
+        arn_name = values.stream_name_of(arn)
         if stream_name is not None and stream_name != arn_name:
             warn(f"{settings['streamArn'].label} names stream {arn_name}; streamName = {stream_name} is not used")
         stream_name = arn_name

@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "kcl_mp"
 
 PURE = ["kcl_mp.backoff", "kcl_mp.errors", "kcl_mp.sequence",
         "kcl_mp.config", "kcl_mp.config.keys", "kcl_mp.config.load", "kcl_mp.config.properties",
-        "kcl_mp.config.settings",
+        "kcl_mp.config.settings", "kcl_mp.config.values",
         "kcl_mp.leases.lease", "kcl_mp.leases.balance", "kcl_mp.leases.shard_sync", "kcl_mp.leases.fencing",
         "kcl_mp.leases.client_version", "kcl_mp.leases.rows", "kcl_mp.leases.assignment", "kcl_mp.leases.throughput",
         "kcl_mp.multilang.wire", "kcl_mp.multilang.protocol", "kcl_mp.multilang.command",
