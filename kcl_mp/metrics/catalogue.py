@@ -79,6 +79,11 @@ CATALOGUE: dict[str, Spec] = {
                         "leases asked for from a more loaded worker to balance"),
     "leases_released": _s("Supervisor", "ReleasedLeases", "Count", "SUMMARY", "counter", "",
                           "kclmp_leases_released", "leases given back (shutdown, a processor that kept failing)"),
+    "client_version_changes": _s("Fleet", "ClientVersionChanges", "Count", "SUMMARY", "counter", "",
+                                 "kclmp_client_version_changes",
+                                 "KCL 3.x fleet: Migration3.0 flips and rollbacks this worker followed"),
+    "leader_changes": _s("Fleet", "LeaderChanges", "Count", "SUMMARY", "counter", "", "kclmp_leader_changes",
+                         "KCL 3.x fleet: this worker became or stopped being the leader"),
     "loop_lag": _s("Supervisor", "LoopLag", "Milliseconds", "DETAILED", "gauge", "", "kclmp_loop_lag_seconds",
                    "how late the supervisor loop ran a due renewal"),
     # per lease
