@@ -43,9 +43,10 @@ KCLMP_HOSTS = ("kclmp-a", "kclmp-b")
 JAVA_HOST = "java-1"
 
 
-def properties(out: Path, url: str, worker: str) -> Path:
-    """One file per worker, the same keys otherwise: both daemons read it as it is."""
-    return write_properties(out / f"{worker}.properties", **{
+def properties(out: Path, url: str, worker: str, **overrides: object) -> Path:
+    """One file per worker, the same keys otherwise: both daemons read it as it is.
+    ``overrides`` replace keys (None leaves a key out: Java's default then applies)."""
+    keys = {
         "executableName": f"{sys.executable} {RECORDER}",
         "streamName": APP,
         "applicationName": APP,
@@ -62,7 +63,9 @@ def properties(out: Path, url: str, worker: str) -> Path:
         "shardSyncIntervalMillis": 10000,
         "shutdownGraceMillis": 10000,
         "metricsLevel": "NONE",
-    })
+    }
+    keys.update(overrides)
+    return write_properties(out / f"{worker}.properties", **{k: v for k, v in keys.items() if v is not None})
 
 
 class Host:
