@@ -282,6 +282,8 @@ class LeaseCoordinator:
                                   "assigned by the leader")
             self.fleet3.lead(leases)
             return tuple(key for key in self.held if key not in before)
+        if self.fleet3 is not None:
+            self.fleet3.monitor_flip(leases)
         now = self.clock()
         self.observations = balance.observe(self.observations, leases.values(), now)
         may_steal = now - self.last_steal_at >= self.config.lease.take_interval_s
