@@ -44,6 +44,7 @@ from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.renewer import Renewer
 from kcl_mp.leases.shard_syncer import ShardSyncer, TableView
 from kcl_mp.leases.table import LeaseTable
+from kcl_mp.leases.throughput import LeaseThroughput, renewal_attributes
 from kcl_mp.logs import ShardLog
 from kcl_mp.metrics.catalogue import Recorder
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
@@ -101,11 +102,20 @@ class LeaseCoordinator:
     wall: Callable[[], float] = time.time
 
     def __post_init__(self) -> None:
-        self.renewer = Renewer(self.renewals or self.table, self.config.lease, self.me, self.clock, random.Random())
-        self.view = TableView()
-        self.sync = ShardSyncer(self.config, self.table, self.kinesis, self.log, self.view)
         self.fleet3 = (Fleet3(self.config, self.table.client, self.table, self.log, self.clock, self.wall, self.rng,
                               self.metrics) if self.config.kcl3.client_version_config else None)
+        self.throughput = LeaseThroughput(int(self.config.lease.renew_interval_s * 1000))
+        self.renewer = Renewer(self.renewals or self.table, self.config.lease, self.me, self.clock, random.Random(),
+                               self._renewal_attributes if self.fleet3 is not None else lambda key: {})
+        self.view = TableView()
+        self.sync = ShardSyncer(self.config, self.table, self.kinesis, self.log, self.view)
+
+    def record_bytes(self, key: str, nbytes: int) -> None:
+        """Bytes a shard worker handed its processor: the lease's throughputKBps (KCL 3.x)."""
+        self.throughput.record(key, nbytes, int(self.wall() * 1000))
+
+    def _renewal_attributes(self, key: str) -> dict[str, Any]:
+        return renewal_attributes(self.throughput.kbps(key, int(self.wall() * 1000)))
 
     def join_fleet(self) -> None:
         """Start-up, with clientVersionConfig set: settle the fleet's client version, take up its role."""
@@ -384,6 +394,7 @@ class LeaseCoordinator:
 
     def drop(self, key: str, why: str) -> None:
         """Forget a lease that is no longer ours (no write: someone else has it)."""
+        self.throughput.drop(key)
         if self.held.pop(key, None) is not None:
             self.metrics.add("leases_lost", 1)
             self.log.warning("lost lease %s: %s", key, why)
