@@ -11,7 +11,7 @@ KINESIS_MOCK := tests/emulators/node_modules/kinesis-local/main.js
 # The Node.js processor's published aws-kcl library.
 NODE_PROCESSOR := kcl_mp/processors/nodejs/node_modules/aws-kcl/package.json
 
-.PHONY: demo spark-demo lint test unit integration bench bench-protocol bench-balance bench-faults clean jq java
+.PHONY: demo spark-demo lint test unit integration bench bench-scale bench-protocol bench-balance bench-faults clean jq java
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -87,6 +87,11 @@ bench: $(BENCH_STAMP)
 	@command -v java >/dev/null || { echo "bench: Java 17+ is needed for the Java daemon (Debian: openjdk-17-jre-headless)" >&2; exit 1; }
 	$(BIN)/python bench/daemons.py $(BENCH_ARGS)
 	$(BIN)/python bench/protocol_path.py
+
+## bench-scale: one host at 4, 16, 64 and 256 shards beside the Java daemon (to 64): memory, CPU idle and under load, renewal gaps, first records
+bench-scale: $(BENCH_STAMP)
+	@command -v java >/dev/null || { echo "bench-scale: Java 17+ is needed for the Java daemon (Debian: openjdk-17-jre-headless)" >&2; exit 1; }
+	$(BIN)/python bench/scale.py $(BENCH_ARGS)
 
 ## bench-protocol: the shard worker's protocol path alone, records/s per core at 100 B, 1 KB, 10 KB
 bench-protocol: $(STAMP)

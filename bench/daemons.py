@@ -37,15 +37,14 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kcl_mp.devtools import java_daemon
+from common import bench_environment, command, deliveries, properties
 
-ROOT = Path(__file__).resolve().parents[1]
+from kcl_mp.devtools import java_daemon
 
 RUN_TIMEOUT_S = 900.0  # KCL 3.x alone needs over a minute before its first record
 SHORTEST_WINDOW_S = 2.0
@@ -114,40 +113,10 @@ class Meter(threading.Thread):
 
 def _progress(out: Path) -> tuple[int, float | None, float | None]:
     """Records delivered so far, the first delivery's time, the last's."""
-    total, first, last = 0, None, None
-    for path in out.iterdir():
-        for line in path.read_text().split("\n")[:-1]:
-            count, at = line.split()
-            total += int(count)
-            stamp = float(at)
-            first = stamp if first is None else min(first, stamp)
-            last = stamp if last is None else max(last, stamp)
-    return total, first, last
-
-
-def _properties(path: Path, url: str, stream: str, app: str, max_records: int, metrics_level: str) -> Path:
-    path.write_text("\n".join([
-        f"executableName = {sys.executable} {ROOT / 'bench' / 'noop_processor.py'}",
-        f"streamName = {stream}",
-        f"applicationName = {app}",
-        "AwsCredentialsProvider = DefaultCredentialsProvider",
-        "regionName = us-east-1",
-        f"kinesisEndpoint = {url}",
-        f"dynamoDBEndpoint = {url}",
-        f"cloudWatchClient.endpointOverride = {url}",
-        "initialPositionInStream = TRIM_HORIZON",
-        f"maxRecords = {max_records}",
-        "idleTimeBetweenReadsInMillis = 200",
-        f"metricsLevel = {metrics_level}",
-        "shutdownGraceMillis = 5000",
-    ]) + "\n")
-    return path
-
-
-def _command(daemon: str, properties: Path) -> list[str]:
-    if daemon == "kcl-mp":
-        return [sys.executable, "-m", "kcl_mp", "--properties", str(properties)]
-    return java_daemon.command(properties)
+    shards = deliveries(out).values()
+    if not shards:
+        return 0, None, None
+    return sum(d.records for d in shards), min(d.first for d in shards), max(d.last for d in shards)
 
 
 def run_once(daemon: str, size: int, records: int, url: str, stream: str, work: Path, n: int,
@@ -155,11 +124,12 @@ def run_once(daemon: str, size: int, records: int, url: str, stream: str, work: 
     app = f"bench-{daemon}-{size}-{n}"
     out = work / app
     out.mkdir()
-    properties = _properties(work / f"{app}.properties", url, stream, app, max_records, metrics_level)
+    keys = properties(work / f"{app}.properties", url, stream, app, maxRecords=max_records,
+                      idleTimeBetweenReadsInMillis=200, metricsLevel=metrics_level)
     log = open(work / f"{app}.log", "wb")
     env = {**os.environ, "BENCH_OUT": str(out), "BENCH_CHECKPOINT_EVERY": "1000"}
     started = time.time()
-    process = subprocess.Popen(_command(daemon, properties), stdout=log, stderr=subprocess.STDOUT, env=env,
+    process = subprocess.Popen(command(daemon, keys), stdout=log, stderr=subprocess.STDOUT, env=env,
                                cwd=str(work), start_new_session=True)
     meter = Meter(process.pid, with_children=daemon == "kcl-mp")
     meter.start()
@@ -276,13 +246,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import boto3
 
-    from kcl_mp.embedded import EMBEDDED_ENV, start_emulator
+    from kcl_mp.embedded import start_emulator
 
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # stop what we started
-
-    os.environ.update(EMBEDDED_ENV)
-    os.environ["AWS_REGION"] = EMBEDDED_ENV["AWS_DEFAULT_REGION"]
-    work = Path(tempfile.mkdtemp(prefix="kcl-mp-bench-"))
+    work = bench_environment("kcl-mp-bench-")
     emulator = start_emulator(http2=True, log_path=str(work / "moto.log"))
     kinesis = boto3.client("kinesis", endpoint_url=emulator.url)
     daemons = [args.only] if args.only else ["java", "kcl-mp"]

@@ -35,7 +35,7 @@ from kcl_mp.errors import DependencyError
 from kcl_mp.leases import client_version
 from kcl_mp.leases.lease import ENTITY_TYPE, LEASE_KEY
 from kcl_mp.leases.rows import (CLIENT_VERSION_MIGRATION, MIGRATION_KEY, TABLE_MIGRATION_KEY, CoordinatorState,
-                                StateChange, state_view)
+                                state_view)
 
 TABLE_MIGRATION_COMPLETE = "TABLE_MIGRATION_STATUS_COMPLETE"
 _INIT_RETRIES = 10  # MigrationClientVersionStateInitializer.MAX_INITIALIZATION_RETRY

@@ -86,6 +86,8 @@ CATALOGUE: dict[str, Spec] = {
                          "KCL 3.x fleet: this worker became or stopped being the leader"),
     "loop_lag": _s("Supervisor", "LoopLag", "Milliseconds", "DETAILED", "gauge", "", "kclmp_loop_lag_seconds",
                    "how late the supervisor loop ran a due renewal"),
+    "pool_process_exits": _s("Supervisor", "PoolProcessExits", "Count", "SUMMARY", "counter", "",
+                             "kclmp_pool_process_exits", "pool processes that died; each cost its shards a restart"),
     # per lease
     "records": _s("ProcessTask", "RecordsProcessed", "Count", "SUMMARY", "counter", "shard",
                   "kclmp_lease_records", "user records delivered to the processor"),

@@ -242,7 +242,7 @@ def _app(exporter: Exporter, failover_s: float) -> Callable:
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(exporter)  # type: ignore[arg-type]  (a collector is anything with collect())
+    registry.register(exporter)
 
     def app(environ: dict, start_response: Callable) -> list[bytes]:
         path = environ.get("PATH_INFO", "/")

@@ -1,7 +1,7 @@
-"""The supervisor: one per host. It owns the leases; shard workers own the records.
+"""The supervisor: one per host. It owns the leases; the pool processes drive the shards.
 
 One loop, in the manner of gunicorn's arbiter: wait for the next deadline (or a signal,
-or a message from a worker), handle what arrived, then do what is due:
+or a message from a pool process), handle what arrived, then do what is due:
 
     renew   every failoverTimeMillis/3 - 25 ms: bump the counter of each held lease, all
             at once (``renewer``: at most maxLeaseRenewalThreads in flight, each retried
@@ -13,28 +13,33 @@ or a message from a worker), handle what arrived, then do what is due:
     sync    every shardSyncIntervalMillis: delete finished leases whose children are being
             processed; list the shards only if the leases leave a gap (``shard_sync.audit``)
     parents every parentShardPollIntervalMillis: re-read the parents held children wait for
-    reap    notice workers that exited; restart them with backoff from the last checkpoint
-            while the lease is held (a processor that did not checkpoint at SHARD_END is
+    reap    notice shards that ended, or whose pool process died (``supervisor.shards``);
+            restart them with backoff from the last checkpoint while the lease is held
+            (a processor that did not checkpoint at SHARD_END is
             restarted the same way, so the shard end is retried, loudly); after
             kclmp.processorMaxRestarts failures in a row, release the lease for another
             host; with kclmp.processorFailure = EXIT, stop the host instead (Java's way)
-    usage   every minute, log the processors' CPU and memory (sampled by the workers)
-    fence   send each worker the send time of its lease's last successful renewal
-            (("renewed", at): the worker delivers only while that is recent, ``fencing``);
-            tell leaseLost to a worker whose lease is no longer held (a renewal failed, or a
+    usage   every minute, log the processors' CPU and memory (sampled by the pool processes)
+    fence   send each pool process the send times of its leases' last successful renewals
+            (one ``Renewed`` batch: a shard delivers only while that is recent, ``fencing``);
+            tell leaseLost to a shard whose lease is no longer held (a renewal failed, or a
             scan or read showed another holder)
-    spawn   start a worker for every held lease that has none, once its parents finished,
-            and only while its last renewal is recent (a host that was stopped or starved
-            renews first: a processor never starts for a lease another host may have taken)
+    spawn   hand every held lease that has no driver to the least loaded pool process, once
+            its parents finished, and only while its last renewal is recent (a host that was
+            stopped or starved renews first: a processor never starts for a lease another
+            host may have taken); at most STARTS_PER_TURN a turn (``starts``)
 
-A shard read to its end: the worker sends its ChildShards, then gives the processor
+The messages to and from the pool processes are ``worker.channel``'s; the pool processes fork
+the processor children, so a start costs the supervisor one message.
+
+A shard read to its end: its driver sends its ChildShards, then gives the processor
 shardEnded; the supervisor records the children in the parent's lease and creates their
 leases as soon as it reads them (then scans, so they are taken at once). A host that dies
 in between leaves a finished lease whose children have no lease: the next audits of any host
 list the shards and create them (``shard_sync`` rule 3).
 
 Signal handlers only queue the signal. SIGTERM/SIGINT start the graceful stop: every
-worker's processor gets shutdownRequested and may checkpoint while the supervisor keeps
+shard's processor gets shutdownRequested and may checkpoint while the supervisor keeps
 renewing; then the leases are released (so another host takes them at once), the
 processors get leaseLost, and the process exits 0. A second signal skips the wait.
 During start-up (no lease processed yet) a signal ends it at once, whatever call is
@@ -46,71 +51,39 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import random
 import signal
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
-import multiprocess
 import orjson
 from multiprocess.connection import wait as wait_for
 
-from kcl_mp.supervisor import restart_policy
-
-from kcl_mp.retrieval import fanout
-
-from kcl_mp.metrics import process as metrics_process
-
-from kcl_mp.worker import shard_worker
-from kcl_mp.config import Config
 from kcl_mp.aws.clients import client as aws_client
-from kcl_mp.leases.fencing import Hold
-from kcl_mp.sequence import ExtendedSequenceNumber
+from kcl_mp.config import Config
+from kcl_mp.errors import EXIT_CONFIG, EXIT_OK, EXIT_PROCESSOR, EXIT_START
 from kcl_mp.leases.coordinator import LeaseCoordinator, Renewal
+from kcl_mp.leases.renewer import renewal_table
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
-from kcl_mp.metrics.catalogue import Recorder, decode_samples, encode_samples
-from kcl_mp.supervisor.progress import ShardProgress, render
-from kcl_mp.leases.renewer import renewal_table
-from kcl_mp.worker.usage import MB, Usage
+from kcl_mp.metrics import link
+from kcl_mp.metrics import process as metrics_process
+from kcl_mp.metrics.catalogue import Recorder, encode_samples
+from kcl_mp.retrieval import fanout
+from kcl_mp.sequence import ExtendedSequenceNumber
+from kcl_mp.supervisor import restart_policy
+from kcl_mp.supervisor.progress import render
+from kcl_mp.supervisor.restart_policy import Action
+from kcl_mp.supervisor.shards import Shards, Worker
+from kcl_mp.supervisor.signals import SignalQueue, StartupInterrupted
+from kcl_mp.supervisor.starts import Restart, Starts
+from kcl_mp.worker import channel
 
 USAGE_LOG_S = 60.0  # how often the processors' CPU and memory are logged
 METRICS_EVERY_S = 1.0  # how often the metrics process gets what was recorded
-LEASE_LOST_WAIT_S = 30.0  # how long a worker may take to finish after leaseLost
-
-
-class StartupInterrupted(BaseException):
-    """SIGTERM or SIGINT during start-up. A BaseException, as KeyboardInterrupt is, so that no
-    ``except Exception`` on its way out of a boto3 call (botocore's retries) can swallow it."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-@dataclass
-class Worker:
-    key: str
-    process: Any
-    conn: Any
-    started_at: float
-    progress: ShardProgress
-    told_lost_at: float | None = None
-    handing_off: bool = False  # stopping for a handoff (not for this host's shutdown)
-    shutdown_ready: bool = False
-    shard_end: bool | None = None
-    failure: str | None = None
-    usage: Usage | None = None  # the processor's process tree, as last sampled
-    renewed_at: float = float("-inf")  # the last renewal time it was sent
-
-
-@dataclass
-class Restart:
-    attempts: int = 0
-    not_before: float = 0.0
+LEASE_LOST_WAIT_S = 30.0  # how long a shard may take to finish after leaseLost
 
 
 @dataclass
@@ -132,44 +105,17 @@ class Supervisor:
         self.metrics_link: metrics_process.Link | None = None
         self.consumer_arn: str | None = None  # enhanced fan-out's consumer, found or registered at start
         self.loop_lag_s = 0.0
-        self.workers: dict[str, Worker] = {}
-        self.restarts: dict[str, Restart] = {}
-        self.waiting: dict[str, tuple[str, ...]] = {}  # held leases whose parents have not finished
-        self.stale: set[str] = set()  # held leases not started for want of a recent renewal (logged once)
+        self.shards = Shards(self.config, self.log_level, self.log_format, self.log, self.metrics, self.clock)
+        self.workers = self.shards.workers  # key -> Worker: the shards running here
+        self.starts = Starts(self.config.lease.failover_time_ms / 1000.0, self.log)
+        self.restarts = self.starts.restarts  # key -> Restart: shards waiting to be restarted
         self.counters: Counter[str] = Counter()  # events an operator should see (the metrics issue publishes them)
         self.due: dict[str, float] = {}
         self.sync_failures = 0
-        self.signals: list[int] = []
-        self.starting = False  # start-up calls are running: a signal interrupts them
+        self.signals = SignalQueue()
         self.stopping = False
         self.quick = False  # a second signal: skip the wait for final checkpoints
-        self.exit_code = 0
-        self._fork = multiprocess.get_context("fork")
-
-    # -- signals ----------------------------------------------------------------------
-
-    def _install_signals(self) -> None:
-        self._wake_r, wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(wake_w, False)
-        signal.set_wakeup_fd(wake_w)
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, self._queue_signal)
-
-    def _queue_signal(self, signum: int, frame: Any) -> None:
-        """NO LOGGING HERE: only queue the signal; the loop handles it. During start-up there
-        is no loop yet, and a call may wait or retry for minutes: end the start-up at once."""
-        if self.starting:
-            self.starting = False  # once: a second signal must not break the stop of the metrics process
-            raise StartupInterrupted(signum)
-        self.signals.append(signum)
-
-    def _drain_wakeups(self) -> None:
-        try:
-            while os.read(self._wake_r, 512):
-                pass
-        except BlockingIOError:
-            pass
+        self.exit_code = EXIT_OK
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -180,9 +126,9 @@ class Supervisor:
             self.log.warning("%s received during start-up: stopped before processing any lease",
                              signal.Signals(stop.signum).name)
             self._stop_metrics()
-            return 0
+            return EXIT_OK
         except BaseException:
-            self.starting = False  # a signal now only queues: it must not cut the stop below short
+            self.signals.starting = False  # a signal now only queues: it must not cut the stop below short
             self._stop_metrics()  # left running, it would keep this process from exiting (it waits on the pipe)
             raise
         lease_settings = self.config.lease
@@ -192,6 +138,8 @@ class Supervisor:
             wake = min(due["renew"], due["scan"], due["sync"], due["parents"], now + 1.0)
             if self.progress_every_s:
                 wake = min(wake, due["progress"])
+            if self.starts.more:
+                wake = now
             self.wait(max(0.0, wake - now))
             self.handle_signals()
             if self.stopping:
@@ -208,7 +156,7 @@ class Supervisor:
             if now >= due["sync"]:
                 self._after_sync(self.leases.audit(), self.clock())
             if now >= due["parents"]:
-                self.leases.poll_parents(sorted({p for parents in self.waiting.values() for p in parents}))
+                self.leases.poll_parents(sorted({p for parents in self.starts.waiting.values() for p in parents}))
                 due["parents"] = now + lease_settings.parent_shard_poll_interval_ms / 1000.0
             if now >= due["usage"]:
                 self.log_usage()
@@ -230,8 +178,8 @@ class Supervisor:
         start-up at once, even inside a call that is waiting or retrying."""
         if self.metrics.enabled:  # first: it must be forked before any thread or worker exists
             self.metrics_link = metrics_process.start(self.config, self.log_level, self.log_format)
-        self.starting = True
-        self._install_signals()
+        self.signals.starting = True
+        self.signals.install()
         lease_settings = self.config.lease
         self.log.info(
             "starting: stream %s, lease table %s, renew every %.2f s, scan every %.2f s, steal at most every %.2f s",
@@ -260,9 +208,9 @@ class Supervisor:
         if not (lease_settings.skip_shard_sync_at_startup_if_leases_exist and leases):
             self._after_sync(self.leases.sync_shards(self.leases.last_seen, "start-up"), now)
         self.leases.adopt_own_leases(leases)
-        self.starting = False  # from here a signal is queued for the loop: the graceful stop
-        # Everything made so far (modules, service models, clients) is shared with the shard
-        # workers forked from here on; keep the collector from touching it, so those pages
+        self.signals.starting = False  # from here a signal is queued for the loop: the graceful stop
+        # Everything made so far (modules, service models, clients) is shared with the pool
+        # processes forked from here on; keep the collector from touching it, so those pages
         # stay shared instead of being copied into every worker (gc.freeze's purpose).
         gc.freeze()
 
@@ -280,53 +228,34 @@ class Supervisor:
         self.due["sync"] = now + settings.shard_sync_interval_ms / 1000.0
 
     def wait(self, timeout: float) -> None:
-        ready = wait_for([self._wake_r] + [w.conn for w in self.workers.values()], timeout)
+        ready = wait_for([self.signals.wake_fd] + self.shards.pools.connections(), timeout)
         for item in ready:
-            if item == self._wake_r:
-                self._drain_wakeups()
+            if item == self.signals.wake_fd:
+                self.signals.drain_wakeups()
                 continue
-            worker = next((w for w in self.workers.values() if w.conn is item), None)
-            if worker is not None:
-                self._read_messages(worker)
+            pool = self.shards.pools.by_conn(item)
+            if pool is not None:
+                for worker, message in self.shards.read(pool):
+                    self._act(worker, message)
 
-    def _read_messages(self, worker: Worker) -> None:
-        for _ in range(1000):  # bounded: a chatty worker cannot starve the loop
-            try:
-                if not worker.conn.poll():
-                    return
-                message = worker.conn.recv()
-            except (EOFError, OSError):
-                return
-            kind = message[0]
-            if kind == "progress":
-                worker.progress.update(message[1], message[2], message[3])
-                self.metrics.merge(decode_samples(message[4]))
-            elif kind == "shutdown_ready":
-                worker.shutdown_ready = True
-                worker.progress.checkpoint = message[1]
-                if worker.handing_off:
-                    self.leases.finish_handoff(worker.key)
-                    self._tell(worker, "lease_lost")
-            elif kind == "lease_moved":
+    def _act(self, worker: Worker, message: channel.FromPool) -> None:
+        """A shard's report that concerns its lease."""
+        match message:
+            case channel.ShutdownReady() if worker.handing_off:
+                self.leases.finish_handoff(worker.key)
+                self.shards.tell(worker, channel.LeaseLost)
+            case channel.LeaseMoved():
                 self.leases.drop(worker.key, "a checkpoint was refused: the lease belongs to another worker")
-            elif kind == "children":
-                if self.leases.create_children(worker.key, message[1]):
+            case channel.Children(children=children):
+                if self.leases.create_children(worker.key, children):
                     self.due["scan"] = self.clock()  # take the new leases now, not a scan later
                 else:
                     self.log.info("shard %s ended without ChildShards: syncing shards now", worker.key)
                     self.due["sync"] = self.clock()
-            elif kind == "shard_end":
-                worker.shard_end = bool(message[1])
-            elif kind == "failed":
-                worker.failure = message[1]
-            elif kind == "usage":
-                worker.usage = Usage(message[1], message[2])
-                self.metrics.add("processor_cpu", worker.usage.cpu_percent, worker.key)
-                self.metrics.add("processor_rss", worker.usage.rss_bytes, worker.key)
 
     def handle_signals(self) -> None:
-        while self.signals:
-            signum = self.signals.pop(0)
+        while self.signals.pending:
+            signum = self.signals.pending.pop(0)
             if not self.stopping:
                 self.log.info("%s received: stopping gracefully (a second signal stops at once)",
                               signal.Signals(signum).name)
@@ -340,181 +269,93 @@ class Supervisor:
         for key in renewal.lost:
             worker = self.workers.get(key)
             if worker is not None and worker.told_lost_at is None:
-                self._tell(worker, "lease_lost")
+                self.shards.tell(worker, channel.LeaseLost)
         for key in renewal.handoffs:
             worker = self.workers.get(key)
             if worker is None or worker.told_lost_at is not None:
                 self.leases.finish_handoff(key)  # no processor to stop: its last checkpoint stands
             else:
                 worker.handing_off = True
-                self._tell(worker, "shutdown")
+                self.shards.tell(worker, channel.Shutdown)
         for key in renewal.acquired:
             self.restarts.pop(key, None)
 
-    def _tell(self, worker: Worker, command: str) -> None:
-        if command == "lease_lost":
-            worker.told_lost_at = self.clock()
-        try:
-            worker.conn.send((command,))
-        except (OSError, EOFError):
-            pass
-
-    # -- workers ----------------------------------------------------------------------
+    # -- shards -----------------------------------------------------------------------
 
     def fence_workers(self) -> None:
-        """Each worker learns of its lease's renewals; one whose lease is gone is told so. The
-        times are the supervisor's clock, ``time.monotonic()``: host-wide, so the workers'
-        own clocks read the same."""
-        for key, worker in self.workers.items():
-            if worker.told_lost_at is not None:
-                continue
-            held = self.leases.held.get(key)
-            if held is None:
-                self.log.info("shard %s: its lease is no longer held here; stopping its processor", key)
-                self._tell(worker, "lease_lost")
-            elif held.renewed_at > worker.renewed_at:
-                worker.renewed_at = held.renewed_at
-                try:
-                    worker.conn.send(("renewed", held.renewed_at))
-                except (OSError, EOFError):
-                    pass
+        """Each shard learns of its lease's renewals. The times are the supervisor's clock,
+        ``time.monotonic()``: host-wide, so the pool processes' own clocks read the same."""
+        self.shards.fence({key: held.renewed_at for key, held in self.leases.held.items()})
 
     def spawn_workers(self) -> None:
         if self.stopping:
             return
-        now = self.clock()
-        failover_s = self.config.lease.failover_time_ms / 1000.0
-        self.stale &= set(self.leases.held)
-        for key in [k for k in self.waiting if k not in self.leases.held]:
-            del self.waiting[key]
-        for key, held in self.leases.held.items():
-            if key in self.workers or now < self.restarts.get(key, Restart()).not_before:
-                continue
-            if self._waits_for_parents(key):
-                continue
-            if not Hold(failover_s, held.renewed_at).fresh(now):
-                if key not in self.stale:
-                    self.stale.add(key)
-                    self.log.warning("not starting a processor for %s: its lease was last renewed %.1f s ago "
-                                     "(another host may have taken it); waiting for the next renewal", key,
-                                     now - held.renewed_at)
-                continue
-            self.stale.discard(key)
-            parent_conn, child_conn = self._fork.Pipe(duplex=True)
-            spec = shard_worker.WorkerSpec(self.config, key, held.lease.checkpoint or _fresh(self.config),
-                                           self.log_level, self.log_format, self.consumer_arn, held.renewed_at)
-            process = self._fork.Process(target=shard_worker.run, args=(spec, child_conn),
-                                         name=f"kcl-mp {key}", daemon=False)
-            process.start()
-            child_conn.close()
-            self.workers[key] = Worker(key, process, parent_conn, now, ShardProgress(key), renewed_at=held.renewed_at)
-            self.log.info("started shard worker for %s (pid %d)", key, process.pid)
-
-    def _waits_for_parents(self, key: str) -> bool:
-        """A child shard is processed only after every parent reached SHARD_END."""
-        parents = tuple(self.leases.waiting_for(key))
-        if parents:
-            if self.waiting.get(key) != parents:
-                self.log.info("lease %s waits for its parent shard(s) %s to reach SHARD_END", key, ", ".join(parents))
-            self.waiting[key] = parents
-            return True
-        if self.waiting.pop(key, None):
-            self.log.info("the parents of %s are finished: starting it", key)
-        return False
+        for key in self.starts.choose(self.leases.held, self.workers, self.clock(), self.leases.waiting_for):
+            held = self.leases.held[key]
+            self.shards.start(key, held.lease.checkpoint or _fresh(self.config), self.consumer_arn, held.renewed_at)
 
     def reap_workers(self) -> None:
-        now = self.clock()
-        for key, worker in list(self.workers.items()):
-            if worker.process.is_alive():
-                if worker.told_lost_at is not None and now - worker.told_lost_at > self._lost_wait_s():
-                    self.log.warning("shard worker for %s did not stop after leaseLost; terminating it", key)
-                    worker.process.terminate()
-                    worker.told_lost_at = now
-                continue
-            self._read_messages(worker)
-            worker.process.join(0)
-            code = worker.process.exitcode
-            worker.conn.close()
-            del self.workers[key]
-            self._after_exit(worker, code, now)
+        ended, actions = self.shards.ended(self._lost_wait_s())
+        for worker, message in actions:
+            self._act(worker, message)
+        for worker in ended:
+            self._after_exit(worker, worker.exit_code, self.clock())
 
     def _after_exit(self, worker: Worker, code: int | None, now: float) -> None:
         """Gather the facts, let ``restart_policy.after_exit`` decide, carry the decision out."""
         key = worker.key
         if not worker.shard_end and worker.handing_off and not worker.shutdown_ready and key in self.leases.held:
             self.leases.finish_handoff(key)  # it died while stopping: the last checkpoint stands
-        cannot_start = code == shard_worker.EXIT_START
+        cannot_start = code == EXIT_START
         if key in self.leases.held and not (self.stopping or worker.shard_end or cannot_start):
             self.leases.refresh(key)  # a restart resumes from the last checkpoint its predecessor wrote
         held = self.leases.held.get(key)
         gone = restart_policy.Gone(worker.shard_end, code, worker.failure, now - worker.started_at, held is not None,
-                          self.stopping, held is not None and held.lease.is_shard_end, cannot_start,
-                          code == shard_worker.EXIT_PROCESSOR)
-        decision = restart_policy.after_exit(gone, self.restarts.get(key, Restart()).attempts, self.config.processor, self.rng)
+                                   self.stopping, held is not None and held.lease.is_shard_end, cannot_start,
+                                   code == EXIT_PROCESSOR)
+        decision = restart_policy.after_exit(gone, self.restarts.get(key, Restart()).attempts, self.config.processor,
+                                             self.rng)
         self.counters.update(decision.counters)
         limit = self.config.processor.max_restarts
-        if decision.action == "finished":
-            self.leases.shard_ended(key)
-            self.restarts.pop(key, None)
-            self.log.info("shard %s %s", key, decision.why)
-        elif decision.action == "stop_host":
-            self.log.error("%s: %s", key, decision.why)
-            self.exit_code = 1
-            self.stopping = True
-        elif decision.action == "release":
-            self.restarts.pop(key, None)
-            cooldown = self.leases.give_up(key)
-            self.log.error("shard %s: %s; %d failures in a row (kclmp.processorMaxRestarts = %d): released the lease "
-                           "for another host to try; this host leaves it alone for %.0f s", key, decision.why,
-                           decision.attempts, limit, cooldown)
-        elif decision.action == "restart":
-            self.restarts[key] = Restart(decision.attempts, now + decision.delay_s)
-            self.metrics.add("processor_restarts", 1, key)
-            self.log.error("shard %s: %s; restart %d of %d in %.1f s from the last checkpoint", key, decision.why,
-                           decision.attempts, limit, decision.delay_s)
+        match decision.action:
+            case Action.FINISHED:
+                self.leases.shard_ended(key)
+                self.restarts.pop(key, None)
+                self.log.info("shard %s %s", key, decision.why)
+            case Action.STOP_HOST:
+                self.log.error("%s: %s", key, decision.why)
+                self.exit_code = EXIT_CONFIG
+                self.stopping = True
+            case Action.RELEASE:
+                self.restarts.pop(key, None)
+                cooldown = self.leases.give_up(key)
+                self.log.error("shard %s: %s; %d failures in a row (kclmp.processorMaxRestarts = %d): released the "
+                               "lease for another host to try; this host leaves it alone for %.0f s", key,
+                               decision.why, decision.attempts, limit, cooldown)
+            case Action.RESTART:
+                self.restarts[key] = Restart(decision.attempts, now + decision.delay_s)
+                self.metrics.add("processor_restarts", 1, key)
+                self.log.error("shard %s: %s; restart %d of %d in %.1f s from the last checkpoint", key, decision.why,
+                               decision.attempts, limit, decision.delay_s)
 
     def _lost_wait_s(self) -> float:
         return (self.config.processor.timeout_s or 0) + LEASE_LOST_WAIT_S
 
     def log_usage(self) -> None:
         """One line for the host's processors: CPU and memory in all, and the largest."""
-        sampled = [(w.key, w.usage) for w in self.workers.values() if w.usage is not None]
-        if not sampled:
-            return
-        key, largest = max(sampled, key=lambda item: item[1].rss_bytes)
-        cpu = sum(u.cpu_percent for _, u in sampled)
-        rss = sum(u.rss_bytes for _, u in sampled)
-        restarts = self.counters["processor_restarts"]
-        self.log.info("processors: %d sampled, cpu %.0f %% and rss %.0f MB in all; largest %s (%s); "
-                      "%d restarts so far", len(sampled), cpu, rss / MB, key, largest, restarts)
+        line = self.shards.usage_line(self.counters["processor_restarts"])
+        if line:
+            self.log.info("%s", line)
 
     def ship_metrics(self) -> None:
         """Send what was recorded, with the current gauges, to the metrics process. If the
         last line is still in the pipe, keep recording into the same statistic sets."""
-        link = self.metrics_link
-        if link is None or not link.idle():
+        if self.metrics_link is None or not self.metrics_link.idle():
             return
-        now = self.clock()
-        workers = self.workers.values()
-        fleet = self.leases.fleet
-        gauges: dict[str, dict[str, float]] = {
-            "leases_held": {"": len(self.leases.held)},
-            "loop_lag": {"": self.loop_lag_s},
-            "millis_behind_latest": {w.key: w.progress.millis_behind_latest for w in workers
-                                     if w.progress.millis_behind_latest is not None},
-            "processor_cpu": {w.key: w.usage.cpu_percent for w in workers if w.usage is not None},
-            "processor_rss": {w.key: w.usage.rss_bytes for w in workers if w.usage is not None},
-        }
-        if fleet is not None:
-            gauges.update(total_leases={"": fleet.total_leases}, total_shards={"": fleet.open_leases},
-                          unclaimed_leases={"": fleet.unclaimed}, workers={"": len(fleet.worker_leases)},
-                          worker_leases=fleet.worker_leases)
-        oldest = min((held.renewed_at for held in self.leases.held.values()), default=None)
-        state = {"held": len(self.leases.held), "workers_running": len(self.workers),
-                 "renewed_s_ago": None if oldest is None else round(now - oldest, 3),
-                 "loop_lag_s": round(self.loop_lag_s, 3), "stopping": self.stopping}
-        link.send(orjson.dumps({"samples": encode_samples(self.metrics.drain()), "gauges": gauges,
-                                "state": state, "leases": sorted(self.leases.held)}) + b"\n")
+        renewed = {key: held.renewed_at for key, held in self.leases.held.items()}
+        line = link.snapshot(renewed, self.shards.views(), self.leases.fleet, self.loop_lag_s, self.clock(),
+                             self.stopping)
+        self.metrics_link.send(orjson.dumps({"samples": encode_samples(self.metrics.drain()), **line}) + b"\n")
 
     def show_progress(self) -> None:
         print(render([w.progress for w in self.workers.values()], len(self.leases.held), self.clock()), flush=True)
@@ -527,11 +368,11 @@ class Supervisor:
                       len(self.workers), len(self.leases.held), grace_s)
         self.log_usage()  # the last figures, for the record
         for worker in self.workers.values():
-            self._tell(worker, "shutdown")
+            self.shards.tell(worker, channel.Shutdown)
         deadline = self.clock() + grace_s
         next_renew = self.clock() + self.config.lease.renew_interval_s
         while self.clock() < deadline and not self.quick:
-            pending = [w for w in self.workers.values() if not w.shutdown_ready and w.process.is_alive()]
+            pending = [w for w in self.workers.values() if not w.shutdown_ready and self.shards.running(w)]
             if not pending:
                 break
             self.wait(min(0.5, max(0.0, deadline - self.clock())))
@@ -546,18 +387,7 @@ class Supervisor:
                           self.workers[key].progress.checkpoint if key in self.workers else "-")
         if self.progress_every_s:
             self.show_progress()  # the final figures, after the last checkpoints
-        for worker in self.workers.values():
-            self._tell(worker, "lease_lost")
-        deadline = self.clock() + 10.0
-        for worker in list(self.workers.values()):
-            worker.process.join(max(0.1, deadline - self.clock()))
-            if worker.process.is_alive():
-                self.log.warning("shard worker for %s still running; terminating it", worker.key)
-                worker.process.terminate()
-                worker.process.join(5.0)
-            if worker.process.is_alive():
-                worker.process.kill()
-                worker.process.join(5.0)
+        self.shards.finish(self.wait)
         if self.metrics_link is not None:
             self.metrics_link.flush(2.0)
             self.ship_metrics()  # the last figures; then the metrics process publishes them and ends
@@ -575,4 +405,3 @@ class Supervisor:
 def _fresh(config: Config) -> ExtendedSequenceNumber:
     """A lease without a checkpoint starts at the configured initial position."""
     return ExtendedSequenceNumber(config.initial_position.kind, 0)
-

@@ -22,7 +22,7 @@ a worker that ran HEALTHY_AFTER_S starts the count again.
 >>> gone = Gone(shard_end=None, code=4, failure="boom", ran_s=3.0, held=True, stopping=False,
 ...             at_shard_end=False, cannot_start=False, broke_protocol=True)
 >>> d = after_exit(gone, 0, ProcessorSettings(command=("p",)), random.Random(1))
->>> d.action, d.attempts, d.counters
+>>> d.action.value, d.attempts, d.counters
 ('restart', 1, ('processor_failures', 'processor_restarts'))
 """
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from enum import Enum
 
 from kcl_mp.backoff import Backoff
 from kcl_mp.config import ProcessorSettings
@@ -53,9 +54,19 @@ class Gone:
     broke_protocol: bool  # the processor failed (crash, hang, wrong answer), not a dependency
 
 
+class Action(str, Enum):
+    """What the supervisor does about a shard whose driver ended (a str, so logs read the same)."""
+
+    FINISHED = "finished"  # the shard is done: its children may start
+    NONE = "none"  # nothing to do here
+    STOP_HOST = "stop_host"  # exit 1
+    RESTART = "restart"  # from the last checkpoint, after ``delay_s``
+    RELEASE = "release"  # give the lease to another host
+
+
 @dataclass(frozen=True)
 class Decision:
-    action: str  # finished | none | stop_host | restart | release
+    action: Action
     why: str = ""
     counters: tuple[str, ...] = ()  # events to count
     attempts: int = 0  # failures in a row, this one included
@@ -64,13 +75,13 @@ class Decision:
 
 def after_exit(gone: Gone, attempts_before: int, settings: ProcessorSettings, rng: random.Random) -> Decision:
     if gone.shard_end:
-        return Decision("finished", "ended and was checkpointed at SHARD_END")
+        return Decision(Action.FINISHED, "ended and was checkpointed at SHARD_END")
     if not gone.held or gone.stopping:
-        return Decision("none")
+        return Decision(Action.NONE)
     if gone.cannot_start:
-        return Decision("stop_host", f"the processor cannot be started ({gone.failure})")
+        return Decision(Action.STOP_HOST, f"the processor cannot be started ({gone.failure})")
     if gone.at_shard_end:
-        return Decision("finished", "is already at SHARD_END: nothing to restart")
+        return Decision(Action.FINISHED, "is already at SHARD_END: nothing to restart")
     if gone.shard_end is False:
         # Java retries this forever, silently (PROTOCOL.md 6). Say so, and retry with a fresh
         # processor: only this shard's children wait; every other shard goes on.
@@ -80,10 +91,10 @@ def after_exit(gone: Gone, attempts_before: int, settings: ProcessorSettings, rn
         counted = "processor_failures"
         why = f"shard worker exited with status {gone.code}: {gone.failure or 'no cause reported'}"
         if gone.broke_protocol and settings.on_failure == "EXIT":
-            return Decision("stop_host", f"{why}; stopping this host (kclmp.processorFailure = EXIT, as the Java "
+            return Decision(Action.STOP_HOST, f"{why}; stopping this host (kclmp.processorFailure = EXIT, as the Java "
                             "daemon does)", (counted,))
     attempts = (0 if gone.ran_s > HEALTHY_AFTER_S else attempts_before) + 1
     if attempts > settings.max_restarts:
-        return Decision("release", why, (counted, "leases_released_after_failures"), attempts)
-    return Decision("restart", why, (counted, "processor_restarts"), attempts,
+        return Decision(Action.RELEASE, why, (counted, "leases_released_after_failures"), attempts)
+    return Decision(Action.RESTART, why, (counted, "processor_restarts"), attempts,
                     RESTART_BACKOFF.next_delay(attempts - 1, rng))

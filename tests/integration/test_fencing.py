@@ -302,9 +302,7 @@ def test_a_restart_after_a_stall_does_not_start_a_processor_for_a_lease_taken_me
         assert f"lost lease {key}" in caplog.text
     finally:
         producer.stop.set()
-        for worker in supervisor.workers.values():
-            worker.process.terminate()  # the worker stops its processor
-            worker.process.join(10)
+        supervisor.shards.pools.stop(10)  # each pool process stops the processors it started
     inits = [e for e in recorded(out) if e.get("event") == "initialize"]
     assert len(inits) == 1, inits
 

@@ -1,0 +1,85 @@
+"""What the benchmarks that run kcl-mp beside the Java daemon share: the emulator they both
+read (inside the loopback namespace), the properties file they both take, the command that
+starts either, and what the bench processor (bench/noop_processor.py) wrote per shard."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from kcl_mp.devtools import java_daemon
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROCESSOR = ROOT / "bench" / "noop_processor.py"
+
+
+def properties(path: Path, url: str, stream: str, app: str, **keys: object) -> Path:
+    """One properties file both daemons read as it is: the emulator's endpoints, the bench
+    processor, TRIM_HORIZON, metrics off; ``keys`` add or replace keys."""
+    base: dict[str, object] = {
+        "executableName": f"{sys.executable} {PROCESSOR}",
+        "streamName": stream,
+        "applicationName": app,
+        "AwsCredentialsProvider": "DefaultCredentialsProvider",
+        "regionName": "us-east-1",
+        "kinesisEndpoint": url,
+        "dynamoDBEndpoint": url,
+        "cloudWatchClient.endpointOverride": url,
+        "initialPositionInStream": "TRIM_HORIZON",
+        "metricsLevel": "NONE",
+        "shutdownGraceMillis": 5000,
+    }
+    path.write_text("".join(f"{key} = {value}\n" for key, value in {**base, **keys}.items()))
+    return path
+
+
+def command(daemon: str, properties_path: Path) -> list[str]:
+    """The command line of ``daemon`` ("kcl-mp" or "java") for a properties file."""
+    if daemon == "kcl-mp":
+        return [sys.executable, "-m", "kcl_mp", "--properties", str(properties_path)]
+    return java_daemon.command(properties_path)
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """What the bench processor of one shard wrote: records, first and last batch's time."""
+
+    records: int
+    first: float
+    last: float
+
+
+def deliveries(out: Path) -> dict[str, Delivered]:
+    """Per shard, from the files bench/noop_processor.py appends to (``<records> <unix time>``
+    a line); a line still being written is left for the next read."""
+    shards: dict[str, Delivered] = {}
+    for path in out.iterdir():
+        lines = path.read_text().split("\n")[:-1]
+        if not lines:
+            continue
+        stamps = []
+        total = 0
+        for line in lines:
+            count, at = line.split()
+            total += int(count)
+            stamps.append(float(at))
+        shards[path.name] = Delivered(total, min(stamps), max(stamps))
+    return shards
+
+
+def bench_environment(prefix: str) -> Path:
+    """Inside the loopback namespace: the emulator's throwaway credentials in this process's
+    environment (inherited by both daemons), a SIGTERM that stops what we started (through
+    ``finally``), and a fresh work directory for logs and the processors' files."""
+    from kcl_mp.embedded import EMBEDDED_ENV
+
+    assert java_daemon.inside_namespace(), "run inside java_daemon.in_loopback_namespace"
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    os.environ.update(EMBEDDED_ENV)
+    os.environ["AWS_REGION"] = EMBEDDED_ENV["AWS_DEFAULT_REGION"]
+    return Path(tempfile.mkdtemp(prefix=prefix))
