@@ -244,6 +244,9 @@ class Supervisor:
             case channel.ShutdownReady() if worker.handing_off:
                 self.leases.finish_handoff(worker.key)
                 self.shards.tell(worker, channel.LeaseLost)
+            case channel.Progress(delivered_bytes=delivered_bytes):
+                self.leases.record_bytes(worker.key, delivered_bytes - worker.bytes_seen)
+                worker.bytes_seen = delivered_bytes
             case channel.LeaseMoved():
                 self.leases.drop(worker.key, "a checkpoint was refused: the lease belongs to another worker")
             case channel.Children(children=children):
