@@ -18,7 +18,7 @@ The leader's round (``lead``) is Java's LeaseAssignmentManager with kcl-mp's bal
 and every worker's metrics item, assigns unowned and expired leases (a take conditioned on
 the counter it saw), hands leases over gracefully to balance, and assigns outright a
 handoff pending longer than gracefulLeaseHandoffTimeoutMillis (its old owner died or does
-not answer). ``left`` (which workers a lease was handed away from) is forgotten after
+not answer). ``left`` (which workers a lease was moved away from) is forgotten after
 LEFT_ROUNDS rounds, so a worker can get a lease back once the fleet has changed.
 
 Worker metrics: kcl-mp publishes Java's "default worker metric" (empty ``sts``/``opr``),
@@ -283,7 +283,17 @@ class Fleet3:
         except DependencyError as exc:
             self.log.warning("leader: round skipped: %s", exc)
             return written
-        loads = assignment.lease_loads(leases.values(), self.observations, now, lease.failover_time_ms / 1000.0)
+        # A worker renewing its leases is alive whatever its metrics item says (a late report, a
+        # restarted Java worker's first one): moving its leases now would only move them back.
+        live = {w.worker_id for w in workers}
+        renewing = {load.owner for load in assignment.lease_loads(leases.values(), self.observations, now,
+                                                                  lease.failover_time_ms / 1000.0)
+                    if load.owner and not load.expired}
+        workers += [assignment.WorkerLoad(owner) for owner in sorted((renewing | {self.me}) - live)]
+        # Leases pending a handoff stay out of the round until it ends or times out (above), as in
+        # Java: reassigning one whose new owner looks dead for a moment only moves it back later.
+        loads = [load for load in assignment.lease_loads(leases.values(), self.observations, now,
+                                                         lease.failover_time_ms / 1000.0) if not load.handing_over]
         unstarted = assignment.settling(self.written, leases)
         self.left = {k: v for k, v in self.left.items() if self.rounds - v[0] < LEFT_ROUNDS and k in leases}
         plan = assignment.plan_assignment(loads, workers, self.assignment, self.rng, unstarted,
@@ -291,8 +301,8 @@ class Fleet3:
         for move in plan.moves:
             if self._write(move, leases[move.key]):
                 written.append(move)
-                if move.handoff:
-                    self.left.setdefault(move.key, (self.rounds, set()))[1].add(move.owner or "")
+                if move.owner and move.owner != move.to:  # never back to it for LEFT_ROUNDS rounds
+                    self.left.setdefault(move.key, (self.rounds, set()))[1].add(move.owner)
         self.written = {k: c for k, c in self.written.items() if k in unstarted}
         self.written.update(assignment.written_counters(
             assignment.AssignmentPlan(tuple(written), (), {}, ""), leases))

@@ -35,7 +35,7 @@ LOCK_MS = 6000
 def _props(tmp_path, moto_url, stream, app, config: str):
     return write_properties(tmp_path / "app.properties", **base_properties(
         moto_url, stream, app, f"{sys.executable} {RECORDER}", failoverTimeMillis=FAILOVER_MS,
-        clientVersionConfig=config, workerMetricsReporterFreqInMillis=2000, idleTimeBetweenReadsInMillis=500,
+        clientVersionConfig=config, workerMetricsReporterFreqInMillis=5000, idleTimeBetweenReadsInMillis=500,
         gracefulLeaseHandoffTimeoutMillis=10000, **{"kclmp.leaderLockLeaseDurationMillis": LOCK_MS}))
 
 
