@@ -11,7 +11,7 @@ KINESIS_MOCK := tests/emulators/node_modules/kinesis-local/main.js
 # The Node.js processor's published aws-kcl library.
 NODE_PROCESSOR := kcl_mp/processors/nodejs/node_modules/aws-kcl/package.json
 
-.PHONY: demo spark-demo lint test unit integration bench bench-scale bench-protocol bench-balance bench-faults clean jq java
+.PHONY: demo spark-demo lint test unit integration bench bench-scale bench-protocol bench-balance bench-faults bench-throughput clean jq java
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -96,6 +96,11 @@ bench-scale: $(BENCH_STAMP)
 ## bench-protocol: the shard worker's protocol path alone, records/s per core at 100 B, 1 KB, 10 KB
 bench-protocol: $(STAMP)
 	$(BIN)/python bench/protocol_path.py
+
+## bench-throughput: one host's ceiling on an in-memory Kinesis (devtools/fast_kinesis), kcl-mp beside the Java daemon, 16 and 64 shards
+bench-throughput: $(BENCH_STAMP)
+	@command -v java >/dev/null || { echo "bench-throughput: Java 17+ is needed for the Java daemon (Debian: openjdk-17-jre-headless)" >&2; exit 1; }
+	$(BIN)/python bench/throughput.py $(BENCH_ARGS)
 
 ## bench-balance: take intervals to balance after a cold start, a join and a crash, kcl-mp vs the Java rule
 bench-balance: $(STAMP)

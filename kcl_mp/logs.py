@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
+from collections.abc import Callable
 from typing import Any, MutableMapping
 
 import orjson
@@ -103,3 +105,34 @@ def setup(level: str = "INFO", fmt: str = "text", worker_id: str = "-") -> None:
     root.setLevel(level.upper())
     for noisy in ("botocore", "boto3", "urllib3"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+class LineBudget:
+    """At most ``per_window`` lines logged per ``window_s``; the rest are counted.
+
+    ``allow()`` gives (log this line?, lines dropped in earlier windows to report now), so
+    a summary is logged at most once a window, before the first line of the next one.
+    """
+
+    def __init__(self, per_window: int, window_s: float,
+                 clock: Callable[[], float] = time.monotonic):
+        self.per_window, self.window_s, self.clock = per_window, window_s, clock
+        self.started = clock()
+        self.count = 0
+        self.dropped = 0
+
+    def allow(self) -> tuple[bool, int]:
+        now = self.clock()
+        report = 0
+        if now - self.started >= self.window_s:
+            report, self.dropped = self.dropped, 0
+            self.started, self.count = now, 0
+        self.count += 1
+        if self.count > self.per_window:
+            self.dropped += 1
+            return False, 0
+        return True, report
+
+    def flush(self) -> int:
+        dropped, self.dropped = self.dropped, 0
+        return dropped

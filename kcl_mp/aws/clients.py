@@ -45,6 +45,7 @@ from botocore.credentials import (
 from botocore.exceptions import BotoCoreError, ProfileNotFound
 from botocore.loaders import create_loader
 
+from kcl_mp.aws.raw_records import RawRecordsParserFactory
 from kcl_mp.config import ClientSettings, CredentialProvider
 from kcl_mp.errors import ConfigError
 
@@ -185,16 +186,19 @@ def client(service: str, settings: ClientSettings, *, raw_records: bool = False,
            limits: ClientLimits = DEFAULT_LIMITS) -> Any:
     """A boto3 client for ``service`` ("kinesis", "dynamodb", "cloudwatch") per ``settings``.
 
-    ``raw_records``: blobs stay the base64 text of the wire and timestamps the wire's number
-    (GetRecords' ``Data`` and ``ApproximateArrivalTimestamp``: the data path's fast path,
-    see ``deaggregate``). The session is this client's own, so no other client is affected.
+    ``raw_records``: GetRecords answers are the wire's JSON as orjson decodes it, unwalked
+    (``raw_records``), and elsewhere blobs stay the base64 text of the wire and timestamps
+    the wire's number (SubscribeToShard's events): ``Data`` and ``ApproximateArrivalTimestamp``
+    as the data path's fast path takes them (see ``deaggregate``). The session is this
+    client's own, so no other client is affected.
     ``limits``: timeouts, attempts and connections (the defaults suit every call but renewals).
     """
     providers, anonymous = _chain(settings)
     session = session_for(settings)
     if raw_records:
-        session._session.get_component("response_parser_factory").set_parser_defaults(
-            blob_parser=_keep, timestamp_parser=_keep)
+        factory = RawRecordsParserFactory()
+        factory.set_parser_defaults(blob_parser=_keep, timestamp_parser=_keep)
+        session._session.register_component("response_parser_factory", factory)
     if anonymous and providers:
         # Java tries the providers before Anonymous first; resolve them now to decide.
         try:

@@ -51,6 +51,7 @@ from kcl_mp.errors import (
     ProtocolError,
 )
 from kcl_mp.sequence import ExtendedSequenceNumber
+from kcl_mp.logs import LineBudget
 from kcl_mp.multilang.child_stderr import LINES_PER_WINDOW, Dropped, Event, StderrLines
 from kcl_mp.multilang.protocol import Conversation, Done, Reply, Store
 from kcl_mp.multilang.wire import LEASE_MOVED, Batch, LineSplitter, Message, StdoutNote, checkpoint_error
@@ -71,37 +72,6 @@ _MAX_LOGGED_CHARS = 2000
 _PIPE_SIZE = 1 << 20  # fewer wake-ups when writing a 14 MB processRecords line
 COALESCE_BYTES = 256 << 10  # more than this left to write to a full pipe: let the reader drain first
 COALESCE_S = 0.0002
-
-
-class LineBudget:
-    """At most ``per_window`` lines logged per ``window_s``; the rest are counted.
-
-    ``allow()`` gives (log this line?, lines dropped in earlier windows to report now), so
-    a summary is logged at most once a window, before the first line of the next one.
-    """
-
-    def __init__(self, per_window: int = LOG_LINES_PER_WINDOW, window_s: float = LOG_WINDOW_S,
-                 clock: Callable[[], float] = time.monotonic):
-        self.per_window, self.window_s, self.clock = per_window, window_s, clock
-        self.started = clock()
-        self.count = 0
-        self.dropped = 0
-
-    def allow(self) -> tuple[bool, int]:
-        now = self.clock()
-        report = 0
-        if now - self.started >= self.window_s:
-            report, self.dropped = self.dropped, 0
-            self.started, self.count = now, 0
-        self.count += 1
-        if self.count > self.per_window:
-            self.dropped += 1
-            return False, 0
-        return True, report
-
-    def flush(self) -> int:
-        dropped, self.dropped = self.dropped, 0
-        return dropped
 
 
 class ProcessorChild:
@@ -387,7 +357,7 @@ class ProcessorChild:
     def _pump(self, fd: int, stream: str, splitter: LineSplitter,
               handle: Callable[[bytes, "LineBudget"], None]) -> None:
         """Read one of the child's pipes to EOF, a line at a time (a reader thread's body)."""
-        budget = LineBudget()
+        budget = LineBudget(LOG_LINES_PER_WINDOW, LOG_WINDOW_S)
         try:
             while chunk := os.read(fd, 1 << 16):
                 for raw in splitter.feed(chunk):
@@ -452,4 +422,4 @@ class ProcessorChild:
                              self.shard_id, dropped, stream, LOG_LINES_PER_WINDOW, LOG_WINDOW_S)
 
 
-__all__ = ["Checkpointer", "LineBudget", "ProcessorChild"]
+__all__ = ["Checkpointer", "ProcessorChild"]

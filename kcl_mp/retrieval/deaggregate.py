@@ -11,7 +11,8 @@ User records are plain tuples in the order of the multilang record object:
 
 The fast path: the shard worker's Kinesis client leaves ``Data`` as the base64 text of the
 wire and ``ApproximateArrivalTimestamp`` as its epoch-seconds number
-(``credentials.client(..., raw_records=True)``), and the multilang protocol wants base64
+(``aws.clients.client(..., raw_records=True)``: GetRecords answers and SubscribeToShard
+events as orjson decodes them, see ``aws.raw_records``), and the multilang protocol wants base64
 too, so an ordinary record goes through untouched: no decode, no re-encode. Only a record
 whose text starts like the KPL magic (``84maw``: every base64 of ``F3 89 9A C2 ...`` does)
 is decoded. Pages with bytes and datetimes (boto3's defaults) are handled as well.

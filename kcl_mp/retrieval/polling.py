@@ -176,11 +176,11 @@ class Fetcher:
                 continue
             attempt = 0
             behind = response.get("MillisBehindLatest")
-            if not self._hand_over(response.get("Records", []), behind):
+            if not self._hand_over(response.get("Records") or [], behind):
                 return
             iterator = response.get("NextShardIterator")
             if iterator is None:
-                self._put(ShardEnded(tuple(response.get("ChildShards", ()))))
+                self._put(ShardEnded(tuple(response.get("ChildShards") or ())))  # raw JSON may say null
                 return
             wait = idle_s
             if threshold and behind is not None and behind < threshold:

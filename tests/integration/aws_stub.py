@@ -1,5 +1,6 @@
 """A loopback HTTP server that answers AWS JSON-protocol calls the way AWS does when moto
-cannot: an AccessDeniedException (moto does not enforce IAM), a throttling error, or a
+cannot: an AccessDeniedException (moto does not enforce IAM), a throttling error, an
+expired shard iterator (moto's never expire, kinesis-mock's only after five minutes), or a
 request that is never answered (an endpoint that accepts connections and hangs).
 
 ``answer(n, target)`` decides for the n-th request (from 0; ``target`` is its X-Amz-Target,
@@ -18,6 +19,9 @@ HANG_LIMIT_S = 120.0  # a request left unanswered is dropped after this, or at s
 MESSAGES = {
     "AccessDeniedException": "User: arn:aws:iam::123456789012:user/kclmp-test is not authorized to perform: {action}",
     "ThrottlingException": "Rate of requests exceeds the allowed throughput.",
+    "ExpiredIteratorException": "Iterator expired. The iterator was created at time Mon Nov 23 20:00:00 UTC 2026 "
+                                "while right now it is Mon Nov 23 20:05:01 UTC 2026 which is further in the future "
+                                "than the tolerated delay of 300000 milliseconds.",
 }
 
 

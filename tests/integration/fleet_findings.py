@@ -19,6 +19,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +160,7 @@ def moves(history: dict[str, list], since: float, until: float) -> list[str]:
     found = []
     for shard, spans in holdings(history, until).items():
         held = [(at, owner) for at, _, owner in spans if owner is not None]
-        found.extend(f"{shard}: {a} -> {b}" for (_, a), (at, b) in zip(held, held[1:]) if a != b and since <= at <= until)
+        found.extend(f"{shard}: {a} -> {b}" for (_, a), (at, b) in pairwise(held) if a != b and since <= at <= until)
     return found
 
 
@@ -275,15 +276,23 @@ def self_acquired(log: str, since: float, until: float) -> list[str]:
     return found
 
 
-# The Java lease refresher's line for each lease its leader assigned or handed over.
-JAVA_ASSIGNED = re.compile(r"Assigned lease (\S+) ownership from (\S+) to (\S+)")
+# The Java lease refresher's lines for a lease assigned outright and for a graceful handoff
+# started. A worker finishing a handoff it was asked for also "assigns" the lease, from the
+# new owner to the new owner: only a change of owner is a leader's assignment.
+JAVA_ASSIGNED = re.compile(r"Assigned lease (\S+) ownership from (\S+) to (\S+) with"
+                           r"|Initiated graceful lease handoff for lease (\S+) from (\S+) to (\S+?)\.")
 # The Java follower's lease discoverer: the leases it found assigned to it.
 JAVA_DISCOVERED = re.compile(r"New leases assigned to worker : (\S+), count : (\d+)")
 
 
 def java_assigned(log: str) -> list[tuple[str, str, str]]:
-    """(lease, from, to) for each assignment a Java leader wrote ("null": from nobody)."""
-    return JAVA_ASSIGNED.findall(log)
+    """(lease, from, to) for each assignment or handoff a Java leader wrote ("null": from nobody)."""
+    found = []
+    for match in JAVA_ASSIGNED.finditer(log):
+        lease, old, new = match.group(1, 2, 3) if match.group(1) else match.group(4, 5, 6)
+        if old != new:
+            found.append((lease, old, new))
+    return found
 
 
 def java_discovered(log: str) -> int:
@@ -333,7 +342,7 @@ class Findings:
         """Each pair of consecutive snapshots (phase boundaries, in order) and what was lost."""
         shots = self.result["snapshots"]
         names = list(shots)
-        return {f"{a} -> {b}": compare_snapshots(shots[a], shots[b]) for a, b in zip(names, names[1:])}
+        return {f"{a} -> {b}": compare_snapshots(shots[a], shots[b]) for a, b in pairwise(names)}
 
     def log(self, name: str) -> str:
         path = self.out / name

@@ -25,15 +25,34 @@ from __future__ import annotations
 
 import pytest
 
-from .fleet_findings import (Findings, delivered_by, java_assigned, java_discovered, moved_back, moves,
-                             processing_overlap, processors, resumes, self_acquired)
-from .kcl3_fleet import JAVA, KCLMP, LOCK_LEASE_S, METRICS_TABLE, ROUNDS_WATCHED, SHARDS, run_scenario
+from .fleet_findings import (
+    Findings,
+    delivered_by,
+    java_assigned,
+    java_discovered,
+    moved_back,
+    moves,
+    processing_overlap,
+    processors,
+    resumes,
+    self_acquired,
+)
+from .kcl3_fleet import (
+    JAVA,
+    KCLMP,
+    LOCK_LEASE_S,
+    METRICS_TABLE,
+    ROUNDS_WATCHED,
+    SHARDS,
+    run_scenario,
+)
 
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.timeout(540)
 def test_java_default_mode_fleet_with_two_kclmp_hosts(tmp_path):
-    judge(run_scenario("full", tmp_path / "full", timeout=600))
+    judge(run_scenario("full", tmp_path / "full", timeout=500))
 
 
 def judge(f: Findings) -> None:
@@ -74,14 +93,15 @@ def judge(f: Findings) -> None:
 
     # 3. Java restarted: a follower of the kcl-mp leader, with its share
     assert "rejoined" in phases, f"the restarted Java daemon never got its share{runner}"
+    assert "watched" in phases, runner
     second_java_log = f.log(f"{JAVA}.2.log")
     assert f"Worker : {JAVA} is new leader" not in second_java_log
-    assert all(owner in KCLMP for at, owner in f.leaders() if at >= phases["kclmp_leads"]), f.leaders()
+    assert all(owner in KCLMP for at, owner in f.leaders() if phases["kclmp_leads"] <= at <= phases["watched"]), \
+        f.leaders()
     assert java_discovered(second_java_log) >= SHARDS // 3, "the restarted Java daemon found no lease assigned to it"
     assert f.count_at(phases["rejoined"], JAVA) >= SHARDS // 3
 
     # 4. ten assignment rounds once settled: nothing goes back and forth, the spread holds
-    assert "watched" in phases, runner
     assert phases["watched"] - phases["rejoined"] >= ROUNDS_WATCHED * settings["round_s"]
     back = moved_back(f.history, phases["java_alone"], phases["watched"], within_s=ROUNDS_WATCHED * settings["round_s"])
     assert back == [], back

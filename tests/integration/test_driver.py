@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.multilang.child import LineBudget, ProcessorChild
+from kcl_mp.logs import LineBudget
+from kcl_mp.multilang.child import ProcessorChild
 from kcl_mp.multilang.child_stderr import LINES_PER_WINDOW
 from kcl_mp.errors import ProcessorExitedError, ProcessorStartError, ProcessorTimeoutError, ProtocolError
 from kcl_mp.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber

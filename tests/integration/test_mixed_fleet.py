@@ -26,6 +26,7 @@ import pytest
 
 from kcl_mp.config import LeaseSettings
 
+from .fleet_findings import processing_overlap
 from .harness import ROOT, recorded
 from .mixed_fleet import APP
 
@@ -79,7 +80,6 @@ def judge(out: Path) -> None:
         assert not dropped, f"{dropped} dropped from {item['leaseKey']['S']}"
 
     entries = recorded(out / "records")
-    host_of = {e["_pid"]: e["host"] for e in entries if e.get("event") == "initialize"}
     records = [e for e in entries if "event" not in e]
     delivered = {(e["_shard"], e["seq"], e["sub"]) for e in records}
     puts = {(shard, seq, sub) for _, shard, seq, sub in result["puts"]}
@@ -103,18 +103,7 @@ def judge(out: Path) -> None:
     assert resumed[(False, True)] >= 2, f"Java resumed from kcl-mp's checkpoints only {dict(resumed)}"
 
     # two hosts on one shard at once: never longer than the failover time
-    runs = defaultdict(list)  # shard -> (first record at, last record at, host) per processor
-    by_pid = defaultdict(list)
-    for e in records:
-        by_pid[(e["_shard"], e["_pid"])].append(e["at"])
-    for (shard, pid), stamps in by_pid.items():
-        runs[shard].append((min(stamps), max(stamps), host_of[pid]))
-    worst = 0.0
-    for shard, spans in runs.items():
-        for i, (a0, a1, ha) in enumerate(spans):
-            for b0, b1, hb in spans[i + 1:]:
-                if ha != hb:
-                    worst = max(worst, min(a1, b1) - max(a0, b0))
+    worst, _ = processing_overlap(entries)
     print(f"longest time two hosts processed one shard at once: {max(worst, 0):.1f} s (failover {failover_s:.0f} s)")
     assert worst <= failover_s, worst
 
