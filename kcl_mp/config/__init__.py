@@ -13,11 +13,13 @@ from kcl_mp.config.settings import (
     Config,
     CredentialProvider,
     InitialPosition,
+    Kcl3Settings,
     LeaseSettings,
     MetricsSettings,
     ProcessorSettings,
     RetrievalSettings,
 )
 
-__all__ = ["LEASE_EPSILON_MS", "ClientSettings", "Config", "CredentialProvider", "InitialPosition", "LeaseSettings",
+__all__ = ["LEASE_EPSILON_MS", "ClientSettings", "Config", "CredentialProvider", "InitialPosition", "Kcl3Settings",
+           "LeaseSettings",
            "MetricsSettings", "ProcessorSettings", "RetrievalSettings", "load_config"]

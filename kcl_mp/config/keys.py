@@ -62,7 +62,8 @@ def _ignored(name: str, parse: Parser, doc: str, reason: str, *aliases: str, not
     return Key(name, parse, None, doc, "", aliases, reason, notice)
 
 
-_KCL3 = "KCL 3.x lease assignment by worker load; kcl-mp takes leases 2.x-style"
+_KCL3 = "KCL 3.x tuning kcl-mp's leader does not use (its balance rule: leases/assignment.py)"
+_KCL3_TABLE = "kcl-mp creates the KCL 3.x tables PAY_PER_REQUEST with no options (as Java's defaults)"
 _JAVA = "Java daemon internals (thread pools, SDK wiring) with no kcl-mp equivalent"
 _POLL = "pollingConfig."
 _FAN = "fanoutConfig."
@@ -150,12 +151,12 @@ KEYS: tuple[Key, ...] = (
        "lease.parent_shard_poll_interval_ms"),
     _ignored("taskBackoffTimeMillis", integer(0), "backoff after a failed task",
              "the Java scheduler's task retry; kcl-mp backs a failing shard off with kclmp.processorMaxRestarts"),
-    _ignored("clientVersionConfig", choice("CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X",
-                                           "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1"),
-             "KCL 3.x or 2.x-compatible fleet mode",
-             "kcl-mp takes leases 2.x-style in either mode; the Java hosts of a mixed fleet need "
-             "COMPATIBLE_WITH_2X (docs/migration.md)"),
-    _ignored("leaseAssignmentIntervalMillis", integer(1), "KCL 3 assignment period", _KCL3, notice=True),
+    _k("clientVersionConfig", choice("CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X",
+                                     "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1"), None,
+       "KCL 3.x or 2.x-compatible fleet mode (unset: kcl-mp's 2.x taker, no coordinator state; Java: 3X)",
+       "kcl3.client_version_config"),
+    _k("leaseAssignmentIntervalMillis", integer(1), None, "3.x leader's assignment period (2 x failoverTimeMillis)",
+       "kcl3.lease_assignment_interval_ms"),
     _ignored("initialLeaseTableReadCapacity", integer(1, INT_MAX), "provisioned capacity",
              "the lease table is created PAY_PER_REQUEST, as by the Java daemon"),
     _ignored("initialLeaseTableWriteCapacity", integer(1, INT_MAX), "provisioned capacity",
@@ -163,7 +164,8 @@ KEYS: tuple[Key, ...] = (
     _ignored("leaseTableScanTotalSegments", integer(1, INT_MAX), "parallel scan segments", _JAVA),
     _ignored("schedulerInitializationBackoffTimeMillis", integer(0), "start-up retry backoff", _JAVA),
     _ignored("shardPrioritization", text, "shard order", "not settable from text in Java either"),
-    _ignored("migrateAllEntitiesToLeaseTable", boolean, "KCL 3.5 table layout", _KCL3, notice=True),
+    _k("migrateAllEntitiesToLeaseTable", boolean, False, "KCL 3.5 table layout (read: state in the lease table "
+       "once its TableMigration3.5 row says COMPLETE, whatever this says)", "kcl3.migrate_all_entities_to_lease_table"),
     _ignored("tableMigrationCompleteBakeTimeSeconds", integer(0), "KCL 3.5 migration", _KCL3),
     _ignored("logWarningForTaskAfterMillis", integer(0), "slow task warning", _JAVA),
     _ignored("maxActiveThreads", integer(-INT_MAX - 1, INT_MAX), "Java child I/O thread pool", _JAVA),
@@ -177,22 +179,30 @@ KEYS: tuple[Key, ...] = (
     _k("metricsEnabledDimensions", dimension_list, ("ALL",), "dimensions kept (Operation always)",
        "metrics.enabled_dimensions"),
     # KCL 3.x tables and load balancing (CONFIG.md section 13)
+    _k("coordinatorStateTableName", text, None, "KCL 3.x coordinator-state table (<app>-CoordinatorState)",
+       "kcl3.coordinator_state_table_name"),
+    _k("workerMetricsTableName", text, None, "KCL 3.x worker-metrics table (<app>-WorkerMetricStats)",
+       "kcl3.worker_metrics_table_name"),
     *(
-        _ignored(prefix + suffix, parse, "KCL 3.x " + prefix + " table", _KCL3)
+        _ignored(prefix + suffix, parse, "KCL 3.x " + prefix + " table", _KCL3_TABLE)
         for prefix in ("coordinatorState", "workerMetrics")
         for suffix, parse in (
-            ("TableName", text), ("BillingMode", choice("PAY_PER_REQUEST", "PROVISIONED")),
+            ("BillingMode", choice("PAY_PER_REQUEST", "PROVISIONED")),
             ("ReadCapacity", integer(1)), ("WriteCapacity", integer(1)),
             ("PointInTimeRecoveryEnabled", boolean), ("DeletionProtectionEnabled", boolean), ("Tags", tags),
         )
     ),
     _ignored("inMemoryWorkerMetricsCaptureFrequencyMillis", integer(1), "CPU sampling period", _KCL3),
-    _ignored("workerMetricsReporterFreqInMillis", integer(1), "worker metrics write period", _KCL3),
+    _k("workerMetricsReporterFreqInMillis", integer(1), 30000, "worker metrics write period",
+       "kcl3.worker_metrics_reporter_freq_ms"),
     _ignored("noOfPersistedMetricsPerWorkerMetrics", integer(1, INT_MAX), "worker metrics history", _KCL3),
     _ignored("disableWorkerMetrics", boolean, "throughput-only balancing", _KCL3),
-    _ignored("maxThroughputPerHostKBps", decimal(0), "per-worker throughput cap", _KCL3, notice=True),
-    _ignored("dampeningPercentage", integer(1, 100), "share of excess load moved", _KCL3, notice=True),
-    _ignored("reBalanceThresholdPercentage", integer(1, 100), "allowed deviation", _KCL3, notice=True),
+    _k("maxThroughputPerHostKBps", decimal(0), float("inf"), "3.x leader: per-worker throughput cap",
+       "kcl3.max_throughput_per_host_kbps"),
+    _k("dampeningPercentage", integer(1, 100), 60, "3.x leader: share of excess load moved",
+       "kcl3.dampening_percentage"),
+    _k("reBalanceThresholdPercentage", integer(1, 100), 10, "3.x leader: allowed deviation",
+       "kcl3.rebalance_threshold_percentage"),
     _ignored("allowThroughputOvershoot", boolean, "overshoot allowed", _KCL3),
     _ignored("varianceBalancingFrequency", integer(1, INT_MAX), "rebalance period", _KCL3),
     _ignored("workerMetricsEMAAlpha", decimal(0), "smoothing factor", _KCL3),
@@ -213,6 +223,9 @@ KEYS: tuple[Key, ...] = (
        "processor.worker_processes"),
     _k(_KCLMP + "metricsPort", integer(0, 65535), None,
        "serve Prometheus /metrics and /healthz on this port (0: any free port; unset: off)", "metrics.port"),
+    _k(_KCLMP + "leaderLockLeaseDurationMillis", integer(1000), 120000,
+       "3.x leader lock's lease duration, heartbeat a quarter of it (Java: 120000, no key)",
+       "kcl3.leader_lease_duration_ms"),
     _k(_KCLMP + "metricsAddress", text, "0.0.0.0", "the address that port listens on", "metrics.address"),
 )
 

@@ -25,6 +25,7 @@ from kcl_mp.config.settings import (
     Config,
     CredentialProvider,
     InitialPosition,
+    Kcl3Settings,
     LeaseSettings,
     MetricsSettings,
     ProcessorSettings,
@@ -134,7 +135,7 @@ def load_config(
     command = tuple(word for word in required("executableName", "executableName = python3 app.py").split(" ") if word)
     application = required("applicationName", "applicationName = my-app")
 
-    sections: dict[str, dict[str, Any]] = {s: {} for s in ("top", "retrieval", "lease", "processor", "metrics")}
+    sections: dict[str, dict[str, Any]] = {s: {} for s in ("top", "retrieval", "lease", "processor", "metrics", "kcl3")}
     for key in K.KEYS:
         if key.field:
             section, attr = key.field.split(".")
@@ -191,6 +192,7 @@ def load_config(
         lease=LeaseSettings(table_name=parsed.get("tableName", application), **sections["lease"]),
         processor=ProcessorSettings(command=command, **processor),
         metrics=MetricsSettings(**sections["metrics"]),
+        kcl3=Kcl3Settings(**sections["kcl3"]),
         ignored=tuple(ignored),
         warnings=tuple(warnings),
     )

@@ -101,6 +101,29 @@ class LeaseSettings:
 
 
 @dataclass(frozen=True)
+class Kcl3Settings:
+    """KCL 3.x fleets (docs/kcl3-facts.md section 8 has Java's defaults)."""
+
+    # None (key absent): kcl-mp's 2.x taker, no coordinator state read or written (Java's
+    # default is CLIENT_VERSION_CONFIG_3X; docs/configuration.md says why kcl-mp differs).
+    client_version_config: str | None = None
+    lease_assignment_interval_ms: int | None = None  # None: 2 x failoverTimeMillis
+    max_throughput_per_host_kbps: float = float("inf")
+    dampening_percentage: int = 60
+    rebalance_threshold_percentage: int = 10
+    coordinator_state_table_name: str | None = None  # None: <app>-CoordinatorState
+    worker_metrics_table_name: str | None = None  # None: <app>-WorkerMetricStats
+    worker_metrics_reporter_freq_ms: int = 30000
+    migrate_all_entities_to_lease_table: bool = False
+    leader_lease_duration_ms: int = 120000  # kclmp.leaderLockLeaseDurationMillis (Java has no key)
+
+    @property
+    def heartbeat_s(self) -> float:
+        """The lock's heartbeat: a quarter of its lease duration (Java: 30 s of 120 s)."""
+        return self.leader_lease_duration_ms / 4000.0
+
+
+@dataclass(frozen=True)
 class ProcessorSettings:
     command: tuple[str, ...]  # executableName split on runs of spaces (CONFIG.md section 4)
     timeout_s: float | None = None  # timeoutInSeconds: max wait for each awaited line
@@ -146,6 +169,7 @@ class Config:
     lease: LeaseSettings
     processor: ProcessorSettings
     metrics: MetricsSettings
+    kcl3: Kcl3Settings = field(default_factory=Kcl3Settings)
     # Keys accepted for compatibility whose setting kcl-mp does not use, with why.
     ignored: tuple[tuple[str, str], ...] = field(default=())
     # Everything load_config warned about (unknown keys, duplicates, renamed values...).

@@ -189,3 +189,48 @@ def ready_to_flip(gsi_active: bool, lease_owners: AbstractSet[str], reporting: A
 def flip(state: CoordinatorState, worker_id: str, now_ms: int) -> Write:
     """The flip to 3.x, conditioned on the item still saying CLIENT_VERSION_UPGRADE_FROM_2X."""
     return Write(updated(state, ClientVersion.V3X_WITH_ROLLBACK, worker_id, now_ms), ClientVersion.UPGRADE_FROM_2X.value)
+
+
+SHUFFLE_SEED = 1947  # DeterministicShuffleShardSyncLeaderDecider.DETERMINISTIC_SHUFFLE_SEED
+
+
+def _java_shuffle(items: list[str], seed: int) -> list[str]:
+    """``Collections.shuffle(items, new java.util.Random(seed))``: Java's 48-bit LCG, so
+    every worker, Java or kcl-mp, computes the same order."""
+    mask = (1 << 48) - 1
+    state = (seed ^ 0x5DEECE66D) & mask
+
+    def next31() -> int:
+        nonlocal state
+        state = (state * 0x5DEECE66D + 0xB) & mask
+        return state >> 17
+
+    def next_int(bound: int) -> int:
+        if bound & -bound == bound:
+            return (bound * next31()) >> 31
+        while True:
+            bits = next31()
+            value = bits % bound
+            if bits - value + bound - 1 < 2**31:
+                return value
+
+    out = list(items)
+    for i in range(len(out), 1, -1):
+        j = next_int(i)
+        out[i - 1], out[j] = out[j], out[i - 1]
+    return out
+
+
+def deterministic_leader(lease_owners: AbstractSet[str]) -> str | None:
+    """The 2.x-rule leader (DeterministicShuffleShardSyncLeaderDecider, one periodic shard-sync
+    worker): the distinct lease owners, sorted, shuffled with Java's Random(1947); the first.
+    It runs the flip monitor in CLIENT_VERSION_UPGRADE_FROM_2X.
+
+    >>> deterministic_leader(set())
+    >>> deterministic_leader({"only"})
+    'only'
+    >>> _java_shuffle(["host-a", "host-b", "java-1", "kclmp-a", "kclmp-b", "x7"], SHUFFLE_SEED)  # Java 21's output
+    ['java-1', 'kclmp-a', 'x7', 'kclmp-b', 'host-a', 'host-b']
+    """
+    owners = _java_shuffle(sorted(lease_owners), SHUFFLE_SEED)
+    return owners[0] if owners else None

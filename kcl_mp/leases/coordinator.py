@@ -31,6 +31,7 @@ With isGracefulLeaseHandoffEnabled false, a steal is a plain take, as in KCL 2.x
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -38,10 +39,12 @@ from typing import Any
 from kcl_mp.config import Config
 from kcl_mp.errors import DependencyError
 from kcl_mp.leases import balance, shard_sync
+from kcl_mp.leases.fleet3 import Fleet3
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.renewer import Renewer
 from kcl_mp.leases.shard_syncer import ShardSyncer, TableView
 from kcl_mp.leases.table import LeaseTable
+from kcl_mp.leases.throughput import LeaseThroughput, renewal_attributes
 from kcl_mp.logs import ShardLog
 from kcl_mp.metrics.catalogue import Recorder
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
@@ -96,11 +99,28 @@ class LeaseCoordinator:
     metrics: Recorder = field(default_factory=lambda: Recorder(enabled=False))
     fleet: balance.Fleet | None = None  # as the last scan saw it
     renewals: LeaseTable | None = None  # through the renewals' own client (renewer.renewal_table); None: table
+    wall: Callable[[], float] = time.time
 
     def __post_init__(self) -> None:
-        self.renewer = Renewer(self.renewals or self.table, self.config.lease, self.me, self.clock, random.Random())
+        self.fleet3 = (Fleet3(self.config, self.table.client, self.table, self.log, self.clock, self.wall, self.rng,
+                              self.metrics) if self.config.kcl3.client_version_config else None)
+        self.throughput = LeaseThroughput(int(self.config.lease.renew_interval_s * 1000))
+        self.renewer = Renewer(self.renewals or self.table, self.config.lease, self.me, self.clock, random.Random(),
+                               self._renewal_attributes if self.fleet3 is not None else lambda key: {})
         self.view = TableView()
         self.sync = ShardSyncer(self.config, self.table, self.kinesis, self.log, self.view)
+
+    def record_bytes(self, key: str, nbytes: int) -> None:
+        """Bytes a shard worker handed its processor: the lease's throughputKBps (KCL 3.x)."""
+        self.throughput.record(key, nbytes, int(self.wall() * 1000))
+
+    def _renewal_attributes(self, key: str) -> dict[str, Any]:
+        return renewal_attributes(self.throughput.kbps(key, int(self.wall() * 1000)))
+
+    def join_fleet(self) -> None:
+        """Start-up, with clientVersionConfig set: settle the fleet's client version, take up its role."""
+        if self.fleet3 is not None:
+            self.fleet3.join()
 
     @property
     def me(self) -> str:
@@ -139,8 +159,9 @@ class LeaseCoordinator:
 
     # -- start-up ---------------------------------------------------------------------
 
-    def adopt_own_leases(self, leases: list[Lease]) -> None:
-        """Pick up where an earlier run of this worker id left off (as Java does)."""
+    def adopt_own_leases(self, leases: list[Lease], why: str = "from an earlier run of this worker id") -> None:
+        """Pick up where an earlier run of this worker id left off (as Java does), or what a
+        3.x leader assigned to this worker."""
         now = self.clock()
         for lease in leases:
             if lease.is_shard_end:
@@ -154,12 +175,14 @@ class LeaseCoordinator:
                 renewed = self.table.renew(lease, self.me)
                 if renewed is not None:
                     self.held[lease.key] = Held(renewed, now)
-                    self.log.info("kept lease %s from an earlier run of this worker id", lease.key)
+                    self.log.info("kept lease %s %s", lease.key, why)
 
     # -- renewing ---------------------------------------------------------------------
 
     def renew(self) -> Renewal:
         """One round: every held lease renewed at once (``renewer``), then what came of each."""
+        if self.fleet3 is not None:
+            self.fleet3.tick()
         lost: list[str] = []
         handoffs: list[str] = []
         failover_s = self.config.lease.failover_time_ms / 1000.0
@@ -249,7 +272,11 @@ class LeaseCoordinator:
     # -- taking and stealing ----------------------------------------------------------
 
     def scan(self) -> tuple[str, ...]:
-        """One look at the table: take expired leases; steal at most once per take interval."""
+        """One look at the table: take expired leases; steal at most once per take interval.
+        In a 3.x role (``fleet3``): take nothing, start what the leader assigned here, and
+        as the leader assign."""
+        if self.fleet3 is not None:
+            self.fleet3.follow()
         try:
             leases = {lease.key: lease for lease in self.table.list_leases()}
         except DependencyError as exc:
@@ -259,6 +286,14 @@ class LeaseCoordinator:
         for key in [key for key in self.held if key not in leases or leases[key].holder != self.me]:
             holder = leases[key].holder if key in leases else None
             self.drop(key, f"the lease table shows {holder or 'nobody'} holding it")
+        if self.fleet3 is not None and not self.fleet3.role.takes:
+            before = set(self.held)
+            self.adopt_own_leases(self.fleet3.discover(leases.values(), [*self.held, *self.incoming]),
+                                  "assigned by the leader")
+            self.fleet3.lead(leases)
+            return tuple(key for key in self.held if key not in before)
+        if self.fleet3 is not None:
+            self.fleet3.monitor_flip(leases)
         now = self.clock()
         self.observations = balance.observe(self.observations, leases.values(), now)
         may_steal = now - self.last_steal_at >= self.config.lease.take_interval_s
@@ -359,6 +394,7 @@ class LeaseCoordinator:
 
     def drop(self, key: str, why: str) -> None:
         """Forget a lease that is no longer ours (no write: someone else has it)."""
+        self.throughput.drop(key)
         if self.held.pop(key, None) is not None:
             self.metrics.add("leases_lost", 1)
             self.log.warning("lost lease %s: %s", key, why)
@@ -391,6 +427,8 @@ class LeaseCoordinator:
                 self.log.warning("cancelling the handoff of %s failed (%s)", key, exc)
         self.held.clear()
         self.incoming.clear()
+        if self.fleet3 is not None:
+            self.fleet3.release()
         return released
 
     def refresh(self, key: str) -> None:

@@ -33,7 +33,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from kcl_mp.backoff import Backoff
 from kcl_mp.config import Config, LeaseSettings
@@ -113,6 +113,7 @@ class Renewer:
     me: str
     clock: Callable[[], float]
     rng: random.Random  # jitter only: its own, so renewal threads never draw from the balancer's
+    extra: Callable[[str], dict[str, Any]] = lambda key: {}  # KCL 3.x: throughputKBps beside the counter
 
     def renew_all(self, held: list[tuple[str, Lease, float]], round_started: float) -> list[Outcome]:
         """Renew each (key, lease as last written, when last renewed) at once; an outcome each.
@@ -157,18 +158,19 @@ class Renewer:
         (the counter moved) is checked: still ours (a retried renewal had landed, or only a
         handoff request changed the owner) means renew again from what the table holds."""
         until = retry_until(renewed_at, round_started, self.lease)
+        attributes = self.extra(key)
         attempt = 0
         while True:
             try:
                 sent_at = self.clock()
-                renewed = self.table.renew(lease, self.me)
+                renewed = self.table.renew(lease, self.me, attributes)
                 if renewed is None:
                     current = self.table.get(key)
                     if current is None or current.holder != self.me:
                         return Outcome(key, None, sent_at, self.clock())
                     lease = current
                     sent_at = self.clock()
-                    renewed = self.table.renew(current, self.me)
+                    renewed = self.table.renew(current, self.me, attributes)
                 return Outcome(key, renewed, sent_at, self.clock())
             except DependencyError as exc:
                 delay = RETRY.next_delay(attempt, self.rng)

@@ -190,6 +190,7 @@ class Supervisor:
             deletion_protection=lease_settings.deletion_protection_enabled, pitr=lease_settings.pitr_enabled)
         if created:
             self.log.info("created lease table %s", lease_settings.table_name)
+        self.leases.join_fleet()  # clientVersionConfig set: the KCL 3.x role (leases/fleet3.py)
         if self.config.retrieval.mode == "FANOUT":
             self.consumer_arn = fanout.consumer_arn(self.config, stream_arn, self.leases.kinesis, self.log)
         found = self.table.scan()
@@ -243,6 +244,9 @@ class Supervisor:
             case channel.ShutdownReady() if worker.handing_off:
                 self.leases.finish_handoff(worker.key)
                 self.shards.tell(worker, channel.LeaseLost)
+            case channel.Progress(delivered_bytes=delivered_bytes):
+                self.leases.record_bytes(worker.key, delivered_bytes - worker.bytes_seen)
+                worker.bytes_seen = delivered_bytes
             case channel.LeaseMoved():
                 self.leases.drop(worker.key, "a checkpoint was refused: the lease belongs to another worker")
             case channel.Children(children=children):

@@ -41,6 +41,7 @@ class Worker:
     usage: Usage | None = None  # the processor's process tree, as last sampled
     renewed_at: float = float("-inf")  # the last renewal time it was sent
     exit_code: int | None = None  # set when it ended (ShardExited, or its pool process died)
+    bytes_seen: int = 0  # its Progress.delivered_bytes as last acted on (the lease's throughputKBps)
 
 
 class Shards:
@@ -78,6 +79,7 @@ class Shards:
             case channel.Progress(delivered=delivered, checkpoint=checkpoint, millis_behind_latest=behind):
                 worker.progress.update(delivered, checkpoint, behind)
                 self.metrics.merge(decode_samples(message.samples))
+                return message.delivered_bytes > worker.bytes_seen
             case channel.ShutdownReady(checkpoint=checkpoint):
                 worker.shutdown_ready = True
                 worker.progress.checkpoint = checkpoint

@@ -20,8 +20,10 @@ pool process -> supervisor:
     ProcessorStarted(shard, pid, started)   the processor child's pid and start time (clock
                      ticks since boot, /proc/<pid>/stat): the supervisor stops that process
                      group if the pool process dies (the start time proves the id is still it)
-    Progress(shard, delivered, checkpoint, millis_behind_latest, samples)   at most 1/s a shard;
-                     samples: the metrics recorded since (``catalogue.encode_samples``)
+    Progress(shard, delivered, checkpoint, millis_behind_latest, samples, delivered_bytes)   at most
+                     1/s a shard; samples: the metrics recorded since (``catalogue.encode_samples``);
+                     delivered_bytes: record data handed to the processor so far (KCL 3.x: the
+                     lease's throughputKBps; 0 when not measured)
     ShutdownReady(shard, checkpoint)
     Children(shard, children)   the shard is read to its end: ChildShards (ListShards-like dicts,
                      maybe empty), sent before the processor hears of it
@@ -95,6 +97,7 @@ class Progress:
     checkpoint: str
     millis_behind_latest: int | None
     samples: list[Any]
+    delivered_bytes: int = 0
 
 
 @dataclass(frozen=True)

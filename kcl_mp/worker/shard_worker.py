@@ -77,6 +77,7 @@ class ShardWorker:
         self.send = send
         self.log = log
         self.delivered = 0
+        self.delivered_bytes = 0
         self.last_progress = 0.0
         self.millis_behind: int | None = None
         self.metrics = Recorder(enabled=self.config.metrics.enabled)
@@ -126,7 +127,7 @@ class ShardWorker:
             config.retrieval,
             make_batch,
             self.log,
-            measure_bytes=self.metrics.enabled,
+            measure_bytes=self.metrics.enabled or config.kcl3.client_version_config is not None,
         )
         grace_s = config.processor.shutdown_grace_ms / 1000.0
         limit_mb = config.processor.memory_limit_mb
@@ -267,6 +268,7 @@ class ShardWorker:
     def _record(self, item: Fetched, seconds: float) -> None:
         shard_id = self.shard_id
         self.delivered += item.count
+        self.delivered_bytes += item.data_bytes
         self.millis_behind = item.millis_behind_latest
         self.metrics.add("records", item.count, shard_id)
         self.metrics.add("bytes", item.data_bytes, shard_id)
@@ -298,7 +300,7 @@ class ShardWorker:
                 self.stderr_dropped = dropped
             samples = encode_samples(self.metrics.drain()) if self.metrics.enabled else []
             self.send(channel.Progress(self.shard_id, self.delivered, str(child.last_checkpoint), self.millis_behind,
-                                       samples))
+                                       samples, self.delivered_bytes))
 
     def _shutdown(self, child: ProcessorChild) -> int:
         child.shutdown_requested()

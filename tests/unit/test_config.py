@@ -15,6 +15,7 @@ import pytest
 from kcl_mp.config import (
     Config,
     CredentialProvider,
+    Kcl3Settings,
     LeaseSettings,
     MetricsSettings,
     ProcessorSettings,
@@ -64,7 +65,7 @@ def test_minimal_file_gives_the_documented_defaults(tmp_path) -> None:
 
 def test_key_table_defaults_match_the_dataclasses() -> None:
     sections = {"retrieval": RetrievalSettings, "lease": LeaseSettings, "processor": ProcessorSettings,
-                "metrics": MetricsSettings, "top": Config}
+                "metrics": MetricsSettings, "top": Config, "kcl3": Kcl3Settings}
     for key in config_keys.KEYS:
         assert key.doc, key.name
         if key.field:
@@ -254,15 +255,14 @@ def test_two_spellings_of_one_setting_warn(tmp_path) -> None:
 
 
 def test_ignored_keys_are_recorded(tmp_path) -> None:
-    config = load(tmp_path, maxActiveThreads="10", dampeningPercentage="50",
+    config = load(tmp_path, maxActiveThreads="10", varianceBalancingFrequency="5",
                   **{"kinesisClient.maxConcurrency": "5", "validateSequenceNumberBeforeCheckpointing": "true"})
     assert {name for name, _ in config.ignored} == {
-        "maxActiveThreads", "dampeningPercentage", "kinesisClient.maxConcurrency",
+        "maxActiveThreads", "varianceBalancingFrequency", "kinesisClient.maxConcurrency",
         "validateSequenceNumberBeforeCheckpointing"}
     # Only what changes behaviour a user may count on is a warning.
-    assert len(config.warnings) == 2
-    assert {w.split(": ")[1].split(" ")[0] for w in config.warnings} == {"dampeningPercentage",
-                                                                      "kinesisClient.maxConcurrency"}
+    assert len(config.warnings) == 1
+    assert {w.split(": ")[1].split(" ")[0] for w in config.warnings} == {"kinesisClient.maxConcurrency"}
 
 
 def test_max_lease_renewal_threads_is_used(tmp_path) -> None:
@@ -277,10 +277,22 @@ def test_max_lease_renewal_threads_is_used(tmp_path) -> None:
 def test_keys_nothing_reads_are_accepted_and_ignored(tmp_path) -> None:
     """Java keys kcl-mp has no use for: recorded with their reason, an info line, no warning."""
     config = load(tmp_path, enablePriorityLeaseAssignment="false", taskBackoffTimeMillis="0",
-                  processingLanguage="python/3.8", clientVersionConfig="client_version_config_compatible_with_2x")
+                  processingLanguage="python/3.8")
     assert {name for name, _ in config.ignored} == {
-        "enablePriorityLeaseAssignment", "taskBackoffTimeMillis", "processingLanguage", "clientVersionConfig"}
+        "enablePriorityLeaseAssignment", "taskBackoffTimeMillis", "processingLanguage"}
     assert config.warnings == ()
+
+
+def test_kcl3_keys_are_settings(tmp_path) -> None:
+    """The 3.x keys feed Kcl3Settings with Java's defaults; clientVersionConfig unset keeps the 2.x taker."""
+    assert load(tmp_path).kcl3 == Kcl3Settings()
+    config = load(tmp_path, clientVersionConfig="client_version_config_compatible_with_2x",
+                  leaseAssignmentIntervalMillis="4000", dampeningPercentage="80", workerMetricsTableName="wm",
+                  **{"kclmp.leaderLockLeaseDurationMillis": "8000"})
+    assert config.kcl3.client_version_config == "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X"
+    assert (config.kcl3.lease_assignment_interval_ms, config.kcl3.dampening_percentage) == (4000, 80)
+    assert (config.kcl3.worker_metrics_table_name, config.kcl3.heartbeat_s) == ("wm", 2.0)
+    assert config.ignored == ()
 
 
 def test_ignored_keys_are_still_validated(tmp_path) -> None:

@@ -1,0 +1,345 @@
+"""This host's part in a KCL 3.x fleet: the client version it follows, and its 3.x role.
+
+Built only when ``clientVersionConfig`` is set (``Kcl3Settings``); the lease coordinator
+calls it at three points and otherwise keeps its 2.x behaviour::
+
+    join       start-up: locate the state tables (``coordinator_state.locate``), create the
+               own ones as a Java worker does, settle ``Migration3.0`` for the config
+               (``client_version.initial``), pick the role, log it
+    scan       every scan: read ``Migration3.0`` again and follow a flip or a rollback
+               (``client_version.follow``, logged and counted); in a 3.x role the scan
+               takes nothing: ``discover`` lists the leases assigned to this worker, and
+               the leader runs its assignment round when due
+    tick       every renewal round: the leader election's heartbeat (lock-based roles)
+               and the worker-metrics item (roles that publish), each on its own period
+
+The leader's round (``lead``) is Java's LeaseAssignmentManager with kcl-mp's balance rule
+(``assignment.plan_assignment``): every leaseAssignmentIntervalMillis it scans the leases
+and every worker's metrics item, assigns unowned and expired leases (a take conditioned on
+the counter it saw), hands leases over gracefully to balance, and assigns outright a
+handoff pending longer than gracefulLeaseHandoffTimeoutMillis (its old owner died or does
+not answer). ``left`` (which workers a lease was moved away from) is forgotten after
+LEFT_ROUNDS rounds, so a worker can get a lease back once the fleet has changed.
+
+Worker metrics: kcl-mp publishes Java's "default worker metric" (empty ``sts``/``opr``),
+what a Java worker reports off EC2/ECS/EKS, so a leader (Java or kcl-mp) balances it by
+lease throughput and count, never by a CPU figure it cannot compare.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kcl_mp.aws.errors import AWS_ERRORS, translate
+from kcl_mp.config import Config
+from kcl_mp.errors import DependencyError
+from kcl_mp.leases import assignment, balance, client_version, owner_index
+from kcl_mp.leases.client_version import ClientVersion, Role
+from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables, locate
+from kcl_mp.leases.leader import LeaderElection, LeaderLock
+from kcl_mp.leases.lease import Lease
+from kcl_mp.leases.rows import WorkerMetrics, read_items
+from kcl_mp.leases.table import LeaseTable
+from kcl_mp.leases.worker_metrics import FIRST_REPORT_S, WorkerMetricsReporter
+from kcl_mp.logs import ShardLog
+from kcl_mp.metrics.catalogue import Recorder
+
+LEFT_ROUNDS = 10  # rounds a handed-away-from worker stays barred from getting the lease back
+
+
+def worker_load(metrics: WorkerMetrics, now_s: float, live_s: float) -> assignment.WorkerLoad | None:
+    """A worker the leader may assign to, from its metrics item; None when it is dead (``lut``
+    older than ``live_s``) or failing (a latest value of -1). CPU is the EMA (alpha 0.5) of
+    its values ignoring -1; no CPU metric: Java's default worker (balanced by load).
+
+    >>> worker_load(WorkerMetrics("w", 100, {}, {}, None), 110, 60)
+    WorkerLoad(worker_id='w', utilisation=None, max_utilisation=100.0)
+    >>> worker_load(WorkerMetrics("w", 100, {"C": (40.0, 60.0)}, {"C": (90,)}, None), 110, 60).utilisation
+    50.0
+    >>> worker_load(WorkerMetrics("w", 100, {"C": (40.0, -1.0)}, {"C": (90,)}, None), 110, 60) is None
+    True
+    """
+    if now_s - metrics.updated_at_s > live_s:
+        return None
+    if any(values and values[-1] == -1 for values in metrics.stats.values()):
+        return None
+    cpu = [v for v in metrics.stats.get("C", ()) if v != -1]
+    if not cpu:
+        return assignment.WorkerLoad(metrics.worker_id)
+    ema = cpu[0]
+    for value in cpu[1:]:
+        ema = 0.5 * value + 0.5 * ema
+    top = metrics.operating_range.get("C", (100,))
+    return assignment.WorkerLoad(metrics.worker_id, ema, float(top[0]) if top else 100.0)
+
+
+class Fleet3:
+    """The client version this host follows and what its role does (module docstring)."""
+
+    def __init__(self, config: Config, client: Any, table: LeaseTable, log: ShardLog, clock: Callable[[], float],
+                 wall: Callable[[], float], rng: random.Random, metrics: Recorder):
+        self.config, self.client, self.table, self.log = config, client, table, log
+        self.clock, self.wall, self.rng, self.metrics = clock, wall, rng, metrics
+        self.settings = config.kcl3
+        self.version = ClientVersion.INIT
+        self.tables: StateTables | None = None
+        self.store: CoordinatorStateStore | None = None
+        self.election: LeaderElection | None = None
+        self.reporter: WorkerMetricsReporter | None = None
+        self.next_check = self.next_publish = self.next_round = 0.0
+        self.observations: dict[str, balance.Observation] = {}
+        self.handoff_seen: dict[str, float] = {}  # lease -> when the leader first saw its handoff pending
+        self.written: dict[str, int] = {}  # leases moved, not yet renewed by their new owner
+        self.left: dict[str, tuple[int, set[str]]] = {}  # lease -> (round, workers handed away from)
+        self.rounds = 0
+        self.next_monitor = 0.0
+        self.ready_since: float | None = None  # the flip test has held since (2.x leader, UPGRADE_FROM_2X)
+        self.assignment = assignment.AssignmentSettings(
+            dampening_percentage=self.settings.dampening_percentage,
+            rebalance_threshold_percentage=self.settings.rebalance_threshold_percentage,
+            max_throughput_per_host_kbps=self.settings.max_throughput_per_host_kbps,
+            max_leases_for_worker=config.lease.max_leases_for_worker)
+
+    @property
+    def me(self) -> str:
+        return self.config.worker_id
+
+    @property
+    def role(self) -> Role:
+        return client_version.role(self.version)
+
+    @property
+    def interval_s(self) -> float:
+        """leaseAssignmentIntervalMillis (default 2 x failoverTimeMillis)."""
+        ms = self.settings.lease_assignment_interval_ms or 2 * self.config.lease.failover_time_ms
+        return ms / 1000.0
+
+    def is_leader(self) -> bool:
+        return self.election is not None and self.role.lock_leader and self.election.is_leader()
+
+    # -- start-up ---------------------------------------------------------------------
+
+    def join(self) -> None:
+        """Locate and create the state tables, settle ``Migration3.0``, take up the role."""
+        lease = self.config.lease
+        self.tables = locate(self.client, self.config.application_name, lease.table_name,
+                             coordinator_table=self.settings.coordinator_state_table_name,
+                             metrics_table=self.settings.worker_metrics_table_name)
+        self.store = CoordinatorStateStore(self.client, self.tables, self.me, lambda: int(self.wall() * 1000))
+        if self.store.ensure_table():
+            self.log.info("created coordinator-state table %s", self.tables.coordinator_table)
+        config = self.settings.client_version_config or client_version.CONFIG_3X
+        state = self.store.initialise_client_version(config)
+        self.version = client_version.parse(state.value) if state is not None else ClientVersion.INIT
+        self.election = LeaderElection(LeaderLock(self.client, self.tables, self.me,
+                                                  self.settings.leader_lease_duration_ms))
+        self.reporter = WorkerMetricsReporter(self.client, self.tables, self.me,
+                                              report_period_s=self.settings.worker_metrics_reporter_freq_ms / 1000.0,
+                                              clock=self.clock, wall=self.wall)
+        self.log.info("client version %s (created by %s): %s", self.version.value,
+                      state.modified_by if state is not None else "nobody", self._describe())
+        self._enter(first=True)
+
+    def _describe(self) -> str:
+        r = self.role
+        if r.lock_leader:
+            return "a 3.x worker, follower unless it leads"
+        return "a 2.x taker" + (", publishing worker metrics" if r.publishes_metrics else "")
+
+    def _enter(self, first: bool = False) -> None:
+        """What a role needs before it runs: the metrics table, the owner index."""
+        assert self.reporter is not None and self.tables is not None
+        r = self.role
+        if r.publishes_metrics and self.reporter.ensure_table():
+            self.log.info("created worker-metrics table %s", self.tables.metrics_table)
+        if r.owner_index in ("create", "wait"):
+            status = owner_index.ensure_owner_index(self.client, self.config.lease.table_name)
+            if r.owner_index == "wait" and status != "ACTIVE":
+                owner_index.wait_for_owner_index(self.client, self.config.lease.table_name)
+        now = self.clock()
+        self.next_check = now
+        self.next_publish = now + (FIRST_REPORT_S if first else 0.0)
+        self.next_round = now
+
+    # -- every scan -------------------------------------------------------------------
+
+    def follow(self) -> bool:
+        """Read ``Migration3.0`` and move with a flip or a rollback; whether the role changed."""
+        assert self.store is not None
+        try:
+            seen = self.store.client_version()
+        except DependencyError as exc:
+            self.log.warning("reading the fleet's client version failed (%s); staying %s", exc, self.version.value)
+            return False
+        move = client_version.follow(self.version, seen)
+        if not move.changed:
+            return False
+        was = self.role
+        self.version = move.version
+        self.metrics.add("client_version_changes", 1)
+        self.log.warning("client version %s: now %s", move.reason, self._describe())
+        if was.lock_leader and not self.role.lock_leader and self.election is not None:
+            self.election.release()
+        self._enter()
+        return was != self.role
+
+    def discover(self, leases: Iterable[Lease], held: Iterable[str]) -> list[Lease]:
+        """The open leases the table assigns to this worker that it does not hold yet."""
+        mine = set(held)
+        return [lease for lease in leases
+                if lease.owner == self.me and lease.key not in mine and not lease.is_shard_end]
+
+    def monitor_flip(self, leases: Mapping[str, Lease]) -> None:
+        """UPGRADE_FROM_2X: if this worker is the 2.x-rule leader, Java's MigrationReadyMonitor:
+        every 60 s check that the owner index is ACTIVE and every lease owner reports metrics;
+        once that has held for 600 s, flip the fleet to CLIENT_VERSION_3X_WITH_ROLLBACK."""
+        now = self.clock()
+        if self.version is not ClientVersion.UPGRADE_FROM_2X or now < self.next_monitor:
+            return
+        self.next_monitor = now + client_version.MONITOR_INTERVAL_S
+        owners = {lease.owner for lease in leases.values() if lease.owner}
+        if client_version.deterministic_leader(owners) != self.me:
+            self.ready_since = None
+            return
+        try:
+            reporting = {w.worker_id for w in self._workers()}
+            active = owner_index.index_status(self.client, self.config.lease.table_name) == "ACTIVE"
+        except DependencyError as exc:
+            self.log.warning("flip monitor: %s", exc)
+            return
+        if not client_version.ready_to_flip(active, owners, reporting):
+            if self.ready_since is not None:
+                self.log.info("flip monitor: not ready any more (lease owners without worker metrics: %s)",
+                              ", ".join(sorted(owners - reporting)) or "none; the owner index is not ACTIVE")
+            self.ready_since = None
+            return
+        if self.ready_since is None:
+            self.ready_since = now
+            self.log.info("flip monitor: every lease owner reports worker metrics; flipping to 3.x after %.0f s",
+                          client_version.FLIP_STABILIZE_S)
+        if now - self.ready_since < client_version.FLIP_STABILIZE_S:
+            return
+        assert self.store is not None
+        state = self.store.client_version()
+        if state is not None and state.value == ClientVersion.UPGRADE_FROM_2X.value:
+            write = client_version.flip(state, self.me, int(self.wall() * 1000))
+            if self.store.write_client_version(write.state, write.expected_cv):
+                self.log.warning("flip monitor: flipped the fleet to %s", write.state.value)
+
+    # -- every renewal round ----------------------------------------------------------
+
+    def tick(self) -> None:
+        """The election's heartbeat and the metrics item, each when due."""
+        now = self.clock()
+        r = self.role
+        if r.lock_leader and self.election is not None and now >= self.next_check:
+            self.next_check = now + self.settings.heartbeat_s
+            was = self.election.is_leader()
+            try:
+                leads = self.election.check()
+            except DependencyError as exc:
+                self.log.warning("leader election: %s", exc)
+                leads = self.election.is_leader()
+            if leads != was:
+                self.metrics.add("leader_changes", 1)
+                self.log.info("worker %s %s the fleet's leader", self.me, "is now" if leads else "is no longer")
+                self.next_round = now
+        if r.publishes_metrics and self.reporter is not None and now >= self.next_publish:
+            self.next_publish = now + self.reporter.report_period_s
+            try:
+                self.reporter.publish({})
+            except DependencyError as exc:
+                self.log.warning("publishing worker metrics: %s", exc)
+
+    def release(self) -> None:
+        if self.election is not None and self.election.release():
+            self.log.info("released the leader lock")
+
+    # -- the leader's round -----------------------------------------------------------
+
+    def lead(self, leases: Mapping[str, Lease]) -> list[assignment.Move]:
+        """One assignment round when due (leader only); the moves written."""
+        now = self.clock()
+        if not self.is_leader() or now < self.next_round:
+            return []
+        self.next_round = now + self.interval_s
+        self.rounds += 1
+        lease = self.config.lease
+        self.observations = balance.observe(self.observations, leases.values(), now)
+        written: list[assignment.Move] = []
+        for key in [k for k in self.handoff_seen if k not in leases or not leases[k].checkpoint_owner]:
+            del self.handoff_seen[key]
+        for key, current in leases.items():
+            if current.checkpoint_owner and not current.is_shard_end:
+                first = self.handoff_seen.setdefault(key, now)
+                if now - first > lease.handoff_timeout_s and current.owner:
+                    if self._write(assignment.Move(key, current.owner, current.owner, handoff=False), current):
+                        self.log.warning("lease %s: handoff from %s pending over gracefulLeaseHandoffTimeoutMillis; "
+                                         "assigned to %s outright", key, current.checkpoint_owner, current.owner)
+        try:
+            workers = self._workers()
+        except DependencyError as exc:
+            self.log.warning("leader: round skipped: %s", exc)
+            return written
+        # A worker renewing its leases is alive whatever its metrics item says (a late report, a
+        # restarted Java worker's first one): moving its leases now would only move them back.
+        live = {w.worker_id for w in workers}
+        renewing = {load.owner for load in assignment.lease_loads(leases.values(), self.observations, now,
+                                                                  lease.failover_time_ms / 1000.0)
+                    if load.owner and not load.expired}
+        workers += [assignment.WorkerLoad(owner) for owner in sorted((renewing | {self.me}) - live)]
+        # Leases pending a handoff stay out of the round until it ends or times out (above), as in
+        # Java: reassigning one whose new owner looks dead for a moment only moves it back later.
+        loads = [load for load in assignment.lease_loads(leases.values(), self.observations, now,
+                                                         lease.failover_time_ms / 1000.0) if not load.handing_over]
+        unstarted = assignment.settling(self.written, leases)
+        self.left = {k: v for k, v in self.left.items() if self.rounds - v[0] < LEFT_ROUNDS and k in leases}
+        plan = assignment.plan_assignment(loads, workers, self.assignment, self.rng, unstarted,
+                                          {k: frozenset(v[1]) for k, v in self.left.items()})
+        for move in plan.moves:
+            if self._write(move, leases[move.key]):
+                written.append(move)
+                if move.owner and move.owner != move.to:  # never back to it for LEFT_ROUNDS rounds
+                    self.left.setdefault(move.key, (self.rounds, set()))[1].add(move.owner)
+        self.written = {k: c for k, c in self.written.items() if k in unstarted}
+        self.written.update(assignment.written_counters(
+            assignment.AssignmentPlan(tuple(written), (), {}, ""), leases))
+        if written or plan.spillover:
+            self.log.info("leader: %s", plan.reason)
+        return written
+
+    def _write(self, move: assignment.Move, seen: Lease) -> bool:
+        try:
+            done = (self.table.handoff_start(seen, move.to) if move.handoff else self.table.take(seen, move.to))
+        except DependencyError as exc:
+            self.log.warning("leader: moving lease %s to %s failed: %s", move.key, move.to, exc)
+            return False
+        if done is None:
+            return False
+        self.log.info("leader: %s lease %s to %s%s", "handing" if move.handoff else "assigned", move.key, move.to,
+                      f" from {move.owner}" if move.owner else "")
+        return True
+
+    def _workers(self) -> list[assignment.WorkerLoad]:
+        """Every live worker of the fleet, Java ones included, from their metrics items."""
+        assert self.tables is not None
+        table, items = self.tables.metrics_table, []
+        try:
+            for page in self.client.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
+                items.extend(page.get("Items", []))
+        except AWS_ERRORS as exc:
+            raise translate(exc, f"scanning worker metrics in {table}") from exc
+        if not self.tables.shared:  # the own table: every item is a worker's, keyed wid
+            items = [{**item, "leaseKey": item["wid"], "entityType": {"S": "WORKER_METRIC_STATS"}}
+                     for item in items if "wid" in item]
+        live_s = 2 * self.settings.worker_metrics_reporter_freq_ms / 1000.0
+        now_s = self.wall()
+        out = []
+        for row in read_items(items).others:
+            if isinstance(row.view, WorkerMetrics):
+                load = worker_load(row.view, now_s, live_s)
+                if load is not None:
+                    out.append(load)
+        return out

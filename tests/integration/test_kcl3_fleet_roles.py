@@ -1,0 +1,162 @@
+"""kcl-mp in a KCL 3.x fleet (leases/fleet3.py), real kcl-mp hosts on a moto server.
+
+1. A kcl-mp-only fleet with clientVersionConfig = CLIENT_VERSION_CONFIG_3X: the first host
+   creates Migration3.0 as CLIENT_VERSION_3X; one host wins the lock; the leader assigns
+   the 8 leases over the three hosts (spread <= 1, no host takes on its own); the leader
+   SIGKILLed, another host takes the lock once its lease duration (shortened with
+   kclmp.leaderLockLeaseDurationMillis: Java has no key for it) has passed and assigns the
+   dead host's leases to the survivors.
+2. A 2.x-compatible fleet (CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X): the hosts take by the
+   2.x rules and publish worker metrics; Migration3.0 flipped to CLIENT_VERSION_3X_WITH_ROLLBACK
+   as the Java leader writes it: every host becomes a 3.x worker within a scan and one leads;
+   rolled back to CLIENT_VERSION_2X: every host returns to the 2.x taker and the lock is released.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from kcl_mp.embedded import ensure_stream
+from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables
+
+from .harness import RECORDER, Daemon, TableMonitor, base_properties, wait_until, write_properties
+
+pytestmark = pytest.mark.integration
+
+SHARDS = 8
+FAILOVER_MS = 3000
+LOCK_MS = 6000
+
+
+def _props(tmp_path, moto_url, stream, app, config: str):
+    return write_properties(tmp_path / "app.properties", **base_properties(
+        moto_url, stream, app, f"{sys.executable} {RECORDER}", failoverTimeMillis=FAILOVER_MS,
+        clientVersionConfig=config, workerMetricsReporterFreqInMillis=5000, idleTimeBetweenReadsInMillis=500,
+        gracefulLeaseHandoffTimeoutMillis=10000, **{"kclmp.leaderLockLeaseDurationMillis": LOCK_MS}))
+
+
+def _lock_owner(dynamodb, app: str) -> str | None:
+    item = dynamodb.get_item(TableName=f"{app}-CoordinatorState", Key={"key": {"S": "Leader"}},
+                             ConsistentRead=True).get("Item")
+    return item["ownerName"]["S"] if item else None
+
+
+def _balanced(monitor: TableMonitor, hosts: set[str]) -> bool:
+    with monitor.lock:
+        leases = list(monitor.latest.values())
+    counts = Counter(lease.owner for lease in leases)
+    return (len(leases) == SHARDS and set(counts) == hosts and max(counts.values()) - min(counts.values()) <= 1
+            and all(lease.checkpoint_owner is None for lease in leases))
+
+
+def test_kcl_mp_fleet_in_3x_mode_elects_assigns_and_fails_over(tmp_path, kinesis, dynamodb, moto_url, unique_name):
+    stream, app = unique_name, unique_name + "-app"
+    ensure_stream(kinesis, stream, SHARDS)
+    out = tmp_path / "out"
+    out.mkdir()
+    props = _props(tmp_path, moto_url, stream, app, "CLIENT_VERSION_CONFIG_3X")
+    env = {"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "50"}
+    monitor = TableMonitor(dynamodb, app)
+    monitor.start()
+    hosts: dict[str, Daemon] = {}
+    try:
+        for name in ("host-a", "host-b", "host-c"):
+            hosts[name] = Daemon(props, tmp_path / f"{name}.log", "--set", f"workerId={name}", env=env)
+            time.sleep(1.0)
+        started = time.monotonic()
+        wait_until(lambda: _balanced(monitor, set(hosts)), 60, "the leader to assign the 8 leases over 3 hosts")
+        print(f"balanced {dict(monitor.owners())} {time.monotonic() - started:.1f} s after the third host started")
+        leader = _lock_owner(dynamodb, app)
+        assert leader in hosts
+        state = CoordinatorStateStore(dynamodb, StateTables.separate(app), "test").client_version()
+        assert state is not None and state.value == "CLIENT_VERSION_3X" and state.modified_by == "host-a"
+        for name, daemon in hosts.items():
+            log = daemon.output()
+            assert "a 3.x worker, follower unless it leads" in log
+            assert "taker:" not in log and "took lease" not in log  # no 2.x take
+            assert " to hand lease " not in log  # nor steal
+            assert ("is now the fleet's leader" in log) == (name == leader), name
+        assert "leader: assigned lease" in hosts[leader].output()
+
+        killed_at = time.monotonic()
+        hosts[leader].kill()
+        survivors = set(hosts) - {leader}
+        wait_until(lambda: _lock_owner(dynamodb, app) in survivors and _balanced(monitor, survivors), 60,
+                   "a survivor to lead and hold every lease with the other", interval=0.2)
+        took = time.monotonic() - killed_at
+        heir = _lock_owner(dynamodb, app)
+        print(f"leader {leader} killed: {heir} leads and the survivors hold {dict(monitor.owners())} in {took:.1f} s "
+              f"(lock lease {LOCK_MS / 1000:.0f} s)")
+        assert took <= LOCK_MS / 1000 + 3 * 2 * FAILOVER_MS / 1000, took
+        assert "leader: assigned lease" in hosts[heir].output()
+        for name in survivors:
+            hosts[name].signal()
+        for name in survivors:
+            assert hosts[name].wait(60) == 0, hosts[name].output()[-3000:]
+        assert _lock_owner(dynamodb, app) is None  # the leader deleted the lock on its way out
+    finally:
+        monitor.stop.set()
+        for daemon in hosts.values():
+            daemon.kill()
+    monitor.join(5)
+
+
+def test_2x_compatible_fleet_follows_a_flip_and_a_rollback(tmp_path, kinesis, dynamodb, moto_url, unique_name):
+    stream, app = unique_name, unique_name + "-app"
+    ensure_stream(kinesis, stream, SHARDS)
+    out = tmp_path / "out"
+    out.mkdir()
+    props = _props(tmp_path, moto_url, stream, app, "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X")
+    env = {"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "50"}
+    monitor = TableMonitor(dynamodb, app)
+    monitor.start()
+    store = CoordinatorStateStore(dynamodb, StateTables.separate(app), "java-leader")
+    hosts: dict[str, Daemon] = {}
+    try:
+        for name in ("host-a", "host-b"):
+            hosts[name] = Daemon(props, tmp_path / f"{name}.log", "--set", f"workerId={name}", env=env)
+        wait_until(lambda: _balanced(monitor, set(hosts)), 60, "the 2.x takers to share the leases")
+        state = store.client_version()
+        assert state is not None and state.value == "CLIENT_VERSION_UPGRADE_FROM_2X"
+        metrics = dynamodb.scan(TableName=f"{app}-WorkerMetricStats", ConsistentRead=True)["Items"]
+        assert {item["wid"]["S"] for item in metrics} == set(hosts)  # what a Java 2.x leader's flip monitor reads
+        for daemon in hosts.values():
+            assert "a 2.x taker, publishing worker metrics" in daemon.output()
+
+        flipped = store.set_client_version(state, "CLIENT_VERSION_3X_WITH_ROLLBACK")
+        assert flipped is not None
+        flipped_at = time.monotonic()
+        wait_until(lambda: all("flip: CLIENT_VERSION_UPGRADE_FROM_2X -> CLIENT_VERSION_3X_WITH_ROLLBACK"
+                               in d.output() for d in hosts.values()), 30, "every host to follow the flip",
+                   interval=0.2)
+        print(f"flip followed by both hosts in {time.monotonic() - flipped_at:.1f} s "
+              f"(a scan: {(FAILOVER_MS + 25) / 1000:.2f} s)")
+        assert time.monotonic() - flipped_at <= 2 * (FAILOVER_MS + 25) / 1000 + 2.0
+        wait_until(lambda: _lock_owner(dynamodb, app) in hosts, 30, "one host to lead")
+        time.sleep(2 * FAILOVER_MS / 1000)
+        assert _balanced(monitor, set(hosts)), dict(monitor.owners())
+
+        back = store.set_client_version(store.client_version(), "CLIENT_VERSION_2X")
+        assert back is not None
+        rolled_at = time.monotonic()
+        wait_until(lambda: all("rollback: CLIENT_VERSION_3X_WITH_ROLLBACK -> CLIENT_VERSION_2X" in d.output()
+                               for d in hosts.values()), 30, "every host to follow the rollback", interval=0.2)
+        assert time.monotonic() - rolled_at <= 2 * (FAILOVER_MS + 25) / 1000 + 2.0
+        wait_until(lambda: _lock_owner(dynamodb, app) is None, 10, "the leader to release the lock")
+        for daemon in hosts.values():
+            assert "now a 2.x taker" in daemon.output()
+
+        hosts["host-b"].kill()  # the 2.x taker again: host-a takes host-b's expired leases itself
+        wait_until(lambda: monitor.owners() == Counter({"host-a": SHARDS}), 30, "host-a to take every lease")
+        assert "took lease" in hosts["host-a"].output()
+        hosts["host-a"].signal()
+        assert hosts["host-a"].wait(60) == 0, hosts["host-a"].output()[-3000:]
+    finally:
+        monitor.stop.set()
+        for daemon in hosts.values():
+            daemon.kill()
+    monitor.join(5)
