@@ -15,8 +15,8 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
-from typing import Any, MutableMapping
+from collections.abc import Callable, MutableMapping
+from typing import Any
 
 import orjson
 

@@ -42,16 +42,16 @@ class ExtendedSequenceNumber:
             value = int(seq)  # ValueError for garbage: callers validate first
         return (value, self.sub_sequence_number)
 
-    def __lt__(self, other: "ExtendedSequenceNumber") -> bool:
+    def __lt__(self, other: ExtendedSequenceNumber) -> bool:
         return self.sort_key() < other.sort_key()
 
-    def __le__(self, other: "ExtendedSequenceNumber") -> bool:
+    def __le__(self, other: ExtendedSequenceNumber) -> bool:
         return self.sort_key() <= other.sort_key()
 
-    def __gt__(self, other: "ExtendedSequenceNumber") -> bool:
+    def __gt__(self, other: ExtendedSequenceNumber) -> bool:
         return self.sort_key() > other.sort_key()
 
-    def __ge__(self, other: "ExtendedSequenceNumber") -> bool:
+    def __ge__(self, other: ExtendedSequenceNumber) -> bool:
         return self.sort_key() >= other.sort_key()
 
     def __str__(self) -> str:

@@ -6,7 +6,8 @@ for the expected outcome of a lost race), so the rest of kcl-mp sees only ``erro
 
 from __future__ import annotations
 
-from botocore.exceptions import BotoCoreError, ClientError, ConnectionError as BotoConnectionError
+from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
 from urllib3.exceptions import HTTPError as Urllib3Error  # a connection cut while a response streams
 
 from kcl_mp.errors import DependencyError, ThrottledError

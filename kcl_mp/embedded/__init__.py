@@ -56,7 +56,7 @@ class Emulator:
             self.process.kill()
             self.process.wait(wait_s)
 
-    def __enter__(self) -> "Emulator":
+    def __enter__(self) -> Emulator:
         return self
 
     def __exit__(self, *exc: Any) -> None:

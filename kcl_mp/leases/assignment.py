@@ -47,8 +47,8 @@ handoffs, 3/2/2.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
-from typing import AbstractSet, Iterable, Mapping, Sequence
 
 from kcl_mp.leases import balance
 from kcl_mp.leases.lease import THROUGHPUT_KBPS, Lease
@@ -191,8 +191,8 @@ class _Books:
 
 
 def plan_assignment(leases: Sequence[LeaseLoad], workers: Sequence[WorkerLoad], settings: AssignmentSettings,
-                    rng: random.Random, settling: AbstractSet[str] = frozenset(),
-                    left: Mapping[str, AbstractSet[str]] | None = None) -> AssignmentPlan:
+                    rng: random.Random, settling: Set[str] = frozenset(),
+                    left: Mapping[str, Set[str]] | None = None) -> AssignmentPlan:
     """One round of the leader's assignment (the module docstring has the rule)."""
     ids = sorted({w.worker_id for w in workers})
     if not ids:
@@ -240,8 +240,8 @@ def plan_assignment(leases: Sequence[LeaseLoad], workers: Sequence[WorkerLoad], 
     return AssignmentPlan(tuple(moves), tuple(sorted(spill)), counts, reason)
 
 
-def _next_handoff(books: _Books, settling: AbstractSet[str],
-                  left: Mapping[str, AbstractSet[str]]) -> tuple[str, str, str] | None:
+def _next_handoff(books: _Books, settling: Set[str],
+                  left: Mapping[str, Set[str]]) -> tuple[str, str, str] | None:
     """The most filled donor, the least filled receiver that can take one of its leases,
     and the heaviest such lease meeting the move condition (module docstring, step 4)."""
     margin = books.settings.rebalance_threshold_percentage / 100.0

@@ -28,8 +28,8 @@ at its next read.
 from __future__ import annotations
 
 import enum
+from collections.abc import Set
 from dataclasses import dataclass
-from typing import AbstractSet
 
 from kcl_mp.leases.rows import CoordinatorState, StateChange
 
@@ -179,7 +179,7 @@ def follow(current: ClientVersion, seen: CoordinatorState | None) -> Transition:
     return Transition(stored, True, f"{kind}: {current.value} -> {stored.value} (set by {seen.modified_by})")
 
 
-def ready_to_flip(gsi_active: bool, lease_owners: AbstractSet[str], reporting: AbstractSet[str]) -> bool:
+def ready_to_flip(gsi_active: bool, lease_owners: Set[str], reporting: Set[str]) -> bool:
     """The 2.x leader's flip test (MigrationReadyMonitor): the owner index is ACTIVE and
     every lease owner has a live worker-metrics item. It flips once this has held for
     FLIP_STABILIZE_S, with ``flip`` below."""
@@ -188,7 +188,8 @@ def ready_to_flip(gsi_active: bool, lease_owners: AbstractSet[str], reporting: A
 
 def flip(state: CoordinatorState, worker_id: str, now_ms: int) -> Write:
     """The flip to 3.x, conditioned on the item still saying CLIENT_VERSION_UPGRADE_FROM_2X."""
-    return Write(updated(state, ClientVersion.V3X_WITH_ROLLBACK, worker_id, now_ms), ClientVersion.UPGRADE_FROM_2X.value)
+    return Write(updated(state, ClientVersion.V3X_WITH_ROLLBACK, worker_id, now_ms),
+                 ClientVersion.UPGRADE_FROM_2X.value)
 
 
 SHUFFLE_SEED = 1947  # DeterministicShuffleShardSyncLeaderDecider.DETERMINISTIC_SHUFFLE_SEED
@@ -221,7 +222,7 @@ def _java_shuffle(items: list[str], seed: int) -> list[str]:
     return out
 
 
-def deterministic_leader(lease_owners: AbstractSet[str]) -> str | None:
+def deterministic_leader(lease_owners: Set[str]) -> str | None:
     """The 2.x-rule leader (DeterministicShuffleShardSyncLeaderDecider, one periodic shard-sync
     worker): the distinct lease owners, sorted, shuffled with Java's Random(1947); the first.
     It runs the flip monitor in CLIENT_VERSION_UPGRADE_FROM_2X.

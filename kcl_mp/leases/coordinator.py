@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -134,23 +134,6 @@ class LeaseCoordinator:
     @last_seen.setter
     def last_seen(self, leases: dict[str, Lease]) -> None:
         self.view.last_seen = leases
-
-    # -- shard sync (``ShardSyncer``), as the supervisor calls it -----------------------
-
-    def describe_stream(self) -> str:
-        return self.sync.describe_stream()
-
-    def sync_shards(self, leases: Mapping[str, Lease], why: str) -> bool:
-        return self.sync.sync_shards(leases, why)
-
-    def audit(self) -> bool:
-        return self.sync.audit()
-
-    def create_children(self, key: str, children: Sequence[Mapping[str, Any]]) -> bool:
-        return self.sync.create_children(key, children)
-
-    def poll_parents(self, keys: Iterable[str]) -> None:
-        self.sync.poll_parents(keys)
 
     def waiting_for(self, key: str) -> list[str]:
         """The parents a held lease still waits for (their leases exist and are not at SHARD_END)."""

@@ -27,15 +27,21 @@ parameter; these are the same conditions as expressions, ``#k`` the table's key 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from kcl_mp.aws.errors import AWS_ERRORS, error_code, is_conditional_failure, translate
 from kcl_mp.errors import DependencyError
 from kcl_mp.leases import client_version
 from kcl_mp.leases.lease import ENTITY_TYPE, LEASE_KEY
-from kcl_mp.leases.rows import (CLIENT_VERSION_MIGRATION, MIGRATION_KEY, TABLE_MIGRATION_KEY, CoordinatorState,
-                                state_view)
+from kcl_mp.leases.rows import (
+    CLIENT_VERSION_MIGRATION,
+    MIGRATION_KEY,
+    TABLE_MIGRATION_KEY,
+    CoordinatorState,
+    state_view,
+)
 
 TABLE_MIGRATION_COMPLETE = "TABLE_MIGRATION_STATUS_COMPLETE"
 _INIT_RETRIES = 10  # MigrationClientVersionStateInitializer.MAX_INITIALIZATION_RETRY
@@ -53,13 +59,13 @@ class StateTables:
 
     @classmethod
     def separate(cls, application: str, *, coordinator_table: str | None = None, metrics_table: str | None = None,
-                 java35: bool = False) -> "StateTables":
+                 java35: bool = False) -> StateTables:
         """The own tables (CoordinatorStateTableConfig / WorkerMetricsTableConfig default names)."""
         return cls(coordinator_table or f"{application}-CoordinatorState", "key",
                    metrics_table or f"{application}-WorkerMetricStats", "wid", java35)
 
     @classmethod
-    def in_lease_table(cls, lease_table: str) -> "StateTables":
+    def in_lease_table(cls, lease_table: str) -> StateTables:
         """KCL 3.5's single table, once its table migration is complete."""
         return cls(lease_table, LEASE_KEY, lease_table, LEASE_KEY, True)
 

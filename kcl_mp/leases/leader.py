@@ -35,8 +35,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from kcl_mp.aws.errors import AWS_ERRORS, is_conditional_failure, translate
 from kcl_mp.leases.coordinator_state import StateTables

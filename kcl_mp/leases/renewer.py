@@ -32,12 +32,13 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
+from kcl_mp.aws.clients import ClientLimits, client
 from kcl_mp.backoff import Backoff
 from kcl_mp.config import Config, LeaseSettings
-from kcl_mp.aws.clients import ClientLimits, client
 from kcl_mp.errors import DependencyError
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.table import LeaseTable

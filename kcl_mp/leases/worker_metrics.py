@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any, Callable
+from typing import Any
 
 from kcl_mp.aws.errors import AWS_ERRORS, translate
 from kcl_mp.leases.coordinator_state import StateTables, ensure_table
@@ -64,7 +65,7 @@ class CpuTimes:
         return self.usr + self.sys + self.idle + self.iowait
 
     @classmethod
-    def parse(cls, line: str) -> "CpuTimes":
+    def parse(cls, line: str) -> CpuTimes:
         fields = line.split()
         return cls(int(fields[1]) + int(fields[2]), int(fields[3]), int(fields[4]), int(fields[5]), line)
 

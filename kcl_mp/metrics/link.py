@@ -12,8 +12,9 @@ lease keys; the supervisor adds the recorded samples and sends the line.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)

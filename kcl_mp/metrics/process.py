@@ -32,8 +32,9 @@ import select
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
-from typing import Any, Callable, Iterable
+from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import multiprocess
@@ -42,7 +43,16 @@ import orjson
 from kcl_mp import logs
 from kcl_mp.config import Config
 from kcl_mp.errors import ConfigError
-from kcl_mp.metrics.catalogue import CATALOGUE, CloudWatchBuffer, Samples, Stat, decode_samples, health, put_batches, put_request
+from kcl_mp.metrics.catalogue import (
+    CATALOGUE,
+    CloudWatchBuffer,
+    Samples,
+    Stat,
+    decode_samples,
+    health,
+    put_batches,
+    put_request,
+)
 
 STOP_WAIT_S = 15.0  # the last publish at shutdown
 PUBLISH_TIMEOUT_S = 10.0
@@ -198,8 +208,7 @@ class Exporter:
             self.received_at = now
 
     def collect(self) -> Iterable[Any]:
-        from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily,
-                                            SummaryMetricFamily)
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, SummaryMetricFamily
 
         with self.lock:
             totals = dict(self.totals)

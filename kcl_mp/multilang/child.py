@@ -40,8 +40,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from kcl_mp.multilang.child_stdout import EOF, ChildStdout
-from kcl_mp.multilang.command import resolve_command
 from kcl_mp.errors import (
     CheckpointOutcome,
     ProcessorError,
@@ -50,11 +48,13 @@ from kcl_mp.errors import (
     ProcessorTimeoutError,
     ProtocolError,
 )
-from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.logs import LineBudget
 from kcl_mp.multilang.child_stderr import LINES_PER_WINDOW, Dropped, Event, StderrLines
+from kcl_mp.multilang.child_stdout import EOF, ChildStdout
+from kcl_mp.multilang.command import resolve_command
 from kcl_mp.multilang.protocol import Conversation, Done, Reply, Store
 from kcl_mp.multilang.wire import LEASE_MOVED, Batch, LineSplitter, Message, StdoutNote, checkpoint_error
+from kcl_mp.sequence import ExtendedSequenceNumber
 
 # None when stored, else why not: the lease table's outcome, or a Java error name sent as is
 # (the conformance kit's scripted errors; the shard worker's fencing, until it returns outcomes).
@@ -355,7 +355,7 @@ class ProcessorChild:
     # -- reader threads ----------------------------------------------------------------------
 
     def _pump(self, fd: int, stream: str, splitter: LineSplitter,
-              handle: Callable[[bytes, "LineBudget"], None]) -> None:
+              handle: Callable[[bytes, LineBudget], None]) -> None:
         """Read one of the child's pipes to EOF, a line at a time (a reader thread's body)."""
         budget = LineBudget(LOG_LINES_PER_WINDOW, LOG_WINDOW_S)
         try:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Mapping
+from collections.abc import Mapping
 
 from kcl_mp.errors import ProcessorStartError
 

@@ -24,7 +24,8 @@ import base64
 import hashlib
 import logging
 import operator
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import aws_kinesis_agg
 from aws_kinesis_agg.deaggregator import messages_pb2  # the import that makes the schema loadable

@@ -29,8 +29,8 @@ from typing import Any
 from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
 from kcl_mp.config import Config
 from kcl_mp.errors import ConfigError, DependencyError
-from kcl_mp.retrieval.polling import Fetcher, ShardEnded
 from kcl_mp.logs import ShardLog
+from kcl_mp.retrieval.polling import Fetcher, ShardEnded
 
 CONSUMER_WAIT_S = 120.0  # a consumer is ACTIVE within seconds; AWS allows itself a few
 _IN_USE = "ResourceInUseException"

@@ -23,15 +23,16 @@ import queue
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Union
+from typing import Any
 
 from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
 from kcl_mp.backoff import Backoff
 from kcl_mp.config import InitialPosition, RetrievalSettings
-from kcl_mp.retrieval.deaggregate import UserRecord, data_bytes, user_records
 from kcl_mp.errors import DependencyError, KclMpError
+from kcl_mp.retrieval.deaggregate import UserRecord, data_bytes, user_records
 from kcl_mp.sequence import AT_TIMESTAMP, LATEST, SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 
 
@@ -53,10 +54,11 @@ class FetchFailed:
     error: KclMpError
 
 
-FetchResult = Union[Fetched, ShardEnded, FetchFailed]
+FetchResult = Fetched | ShardEnded | FetchFailed
 Encoder = Callable[[list[UserRecord], "int | None"], Any]
 
 _EXPIRED = frozenset({"ExpiredIteratorException"})
+FETCH_BACKOFF = Backoff(base_s=0.2, cap_s=10.0)  # frozen: one shared default
 
 
 class Fetcher:
@@ -73,7 +75,7 @@ class Fetcher:
         *,
         prefetch: int = 3,
         measure_bytes: bool = True,
-        backoff: Backoff = Backoff(base_s=0.2, cap_s=10.0),
+        backoff: Backoff = FETCH_BACKOFF,
         rng: random.Random | None = None,
     ):
         self.kinesis = kinesis
@@ -87,7 +89,7 @@ class Fetcher:
         self.log = log
         self.backoff = backoff
         self.rng = rng or random.Random()
-        self.results: "queue.Queue[FetchResult]" = queue.Queue(maxsize=max(1, prefetch))
+        self.results: queue.Queue[FetchResult] = queue.Queue(maxsize=max(1, prefetch))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"fetch-{shard_id}", daemon=True)
         self._last_read: str | None = None  # sequence number of the last Kinesis record read
@@ -164,7 +166,8 @@ class Fetcher:
             except AWS_ERRORS as exc:
                 error = translate(exc, f"GetRecords on {self.shard_id}")
                 if error_code(exc) in _EXPIRED:
-                    self.log.info("shard iterator expired; re-positioning after %s", self._last_read or "the checkpoint")
+                    self.log.info("shard iterator expired; re-positioning after %s",
+                                  self._last_read or "the checkpoint")
                     iterator = self._iterator()
                     continue
                 if not error.retriable:

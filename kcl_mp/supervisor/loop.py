@@ -55,8 +55,8 @@ import random
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import orjson
 from multiprocess.connection import wait as wait_for
@@ -154,9 +154,9 @@ class Supervisor:
                 self.leases.scan()
                 due["scan"] = self.clock() + lease_settings.watch_interval_s
             if now >= due["sync"]:
-                self._after_sync(self.leases.audit(), self.clock())
+                self._after_sync(self.leases.sync.audit(), self.clock())
             if now >= due["parents"]:
-                self.leases.poll_parents(sorted({p for parents in self.starts.waiting.values() for p in parents}))
+                self.leases.sync.poll_parents(sorted({p for parents in self.starts.waiting.values() for p in parents}))
                 due["parents"] = now + lease_settings.parent_shard_poll_interval_ms / 1000.0
             if now >= due["usage"]:
                 self.log_usage()
@@ -185,7 +185,7 @@ class Supervisor:
             "starting: stream %s, lease table %s, renew every %.2f s, scan every %.2f s, steal at most every %.2f s",
             self.config.stream_name, lease_settings.table_name, lease_settings.renew_interval_s,
             lease_settings.watch_interval_s, lease_settings.take_interval_s)
-        stream_arn = self.leases.describe_stream()
+        stream_arn = self.leases.sync.describe_stream()
         created = self.table.ensure_table(
             deletion_protection=lease_settings.deletion_protection_enabled, pitr=lease_settings.pitr_enabled)
         if created:
@@ -206,7 +206,7 @@ class Supervisor:
                         parents=now + lease_settings.parent_shard_poll_interval_ms / 1000.0, usage=now + USAGE_LOG_S,
                         progress=now + (self.progress_every_s or 0), metrics=now)
         if not (lease_settings.skip_shard_sync_at_startup_if_leases_exist and leases):
-            self._after_sync(self.leases.sync_shards(self.leases.last_seen, "start-up"), now)
+            self._after_sync(self.leases.sync.sync_shards(self.leases.last_seen, "start-up"), now)
         self.leases.adopt_own_leases(leases)
         self.signals.starting = False  # from here a signal is queued for the loop: the graceful stop
         # Everything made so far (modules, service models, clients) is shared with the pool
@@ -250,7 +250,7 @@ class Supervisor:
             case channel.LeaseMoved():
                 self.leases.drop(worker.key, "a checkpoint was refused: the lease belongs to another worker")
             case channel.Children(children=children):
-                if self.leases.create_children(worker.key, children):
+                if self.leases.sync.create_children(worker.key, children):
                     self.due["scan"] = self.clock()  # take the new leases now, not a scan later
                 else:
                     self.log.info("shard %s ended without ChildShards: syncing shards now", worker.key)

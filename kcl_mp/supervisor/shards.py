@@ -10,8 +10,8 @@ means for the leases is the supervisor's to decide: ``read`` hands those message
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 from kcl_mp.config import Config
 from kcl_mp.metrics import link

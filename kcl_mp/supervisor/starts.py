@@ -11,8 +11,9 @@ which comes at once: starting processors for many new leases never delays a rene
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Container, Iterable, Mapping
+from typing import Any
 
 from kcl_mp.leases.fencing import Hold
 
@@ -26,7 +27,7 @@ class Restart:
 
 
 class Starts:
-    def __init__(self, failover_s: float, log: "logging.LoggerAdapter[logging.Logger]",
+    def __init__(self, failover_s: float, log: logging.LoggerAdapter[logging.Logger],
                  per_turn: int = STARTS_PER_TURN):
         self.failover_s, self.log, self.per_turn = failover_s, log, per_turn
         self.restarts: dict[str, Restart] = {}  # shards that ended and wait for a restart

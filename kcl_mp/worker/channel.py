@@ -43,10 +43,9 @@ renewals it cannot own them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from kcl_mp.sequence import ExtendedSequenceNumber
-
 
 # -- supervisor -> pool process ---------------------------------------------------------------
 
@@ -78,7 +77,7 @@ class Terminate:
     shard: str
 
 
-ToPool = Union[Start, Renewed, Shutdown, LeaseLost, Terminate]
+ToPool = Start | Renewed | Shutdown | LeaseLost | Terminate
 
 
 # -- pool process -> supervisor ---------------------------------------------------------------
@@ -140,5 +139,5 @@ class ShardExited:
     code: int
 
 
-FromPool = Union[ProcessorStarted, Progress, ShutdownReady, Children, ShardEnd, Usage, LeaseMoved, Failed,
-                 ShardExited]
+FromPool = (ProcessorStarted | Progress | ShutdownReady | Children | ShardEnd | Usage | LeaseMoved | Failed
+            | ShardExited)

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kcl_mp import logs
-from kcl_mp.errors import EXIT_DEPENDENCY, EXIT_OK
 from kcl_mp.aws.clients import ClientLimits
 from kcl_mp.aws.clients import client as aws_client
 from kcl_mp.config import Config
+from kcl_mp.errors import EXIT_DEPENDENCY, EXIT_OK
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.worker import channel
 from kcl_mp.worker.shard_worker import LEASE_LOST, SHUTDOWN, TERMINATE, ShardWorker, Shared, Terminated
@@ -56,7 +56,7 @@ class PoolSpec:
 @dataclass
 class _Shard:
     thread: threading.Thread
-    inbox: "queue.Queue[str]"
+    inbox: queue.Queue[str]
     worker: ShardWorker
 
 
@@ -128,7 +128,7 @@ class Pool:
 
     def _start(self, start: channel.Start) -> None:
         log = logs.ShardLog(logging.getLogger("kcl_mp.shard_worker"), self.spec.config.worker_id, start.shard)
-        inbox: "queue.Queue[str]" = queue.Queue()
+        inbox: queue.Queue[str] = queue.Queue()
         worker = ShardWorker(self.shared, start, inbox, self.send, log)
         thread = threading.Thread(target=self._drive, args=(worker,), name=f"shard-{start.shard}", daemon=True)
         with self.lock:

@@ -26,14 +26,23 @@ from __future__ import annotations
 
 import queue
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 from kcl_mp import logs
 from kcl_mp.config import Config
-from kcl_mp.errors import EXIT_DEPENDENCY, EXIT_OK, EXIT_PROCESSOR, EXIT_START, CheckpointOutcome
-from kcl_mp.errors import KclMpError, ProcessorError, ProcessorStartError
+from kcl_mp.errors import (
+    EXIT_DEPENDENCY,
+    EXIT_OK,
+    EXIT_PROCESSOR,
+    EXIT_START,
+    CheckpointOutcome,
+    KclMpError,
+    ProcessorError,
+    ProcessorStartError,
+)
 from kcl_mp.leases.fencing import Hold, checkpoint_wait_s
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.metrics.catalogue import Recorder, encode_samples
@@ -67,7 +76,7 @@ class Terminated(Exception):
 
 
 class ShardWorker:
-    def __init__(self, shared: Shared, start: channel.Start, inbox: "queue.Queue[str]",
+    def __init__(self, shared: Shared, start: channel.Start, inbox: queue.Queue[str],
                  send: Callable[[Any], None], log: logs.ShardLog):
         self.shared = shared
         self.start = start

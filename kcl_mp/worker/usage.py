@@ -19,8 +19,8 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 MB = 1 << 20
 _TICKS = os.sysconf("SC_CLK_TCK")

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 HANG_LIMIT_S = 120.0  # a request left unanswered is dropped after this, or at stop()
 MESSAGES = {

@@ -140,7 +140,7 @@ class EfoProxy:
             streams = list(self.streams)
             self.cuts += len(streams)
         for client, upstream in streams:
-            for close in (lambda: client.shutdown(socket.SHUT_RDWR), client.close, upstream.close):
+            for close in (lambda client=client: client.shutdown(socket.SHUT_RDWR), client.close, upstream.close):
                 try:
                     close()
                 except OSError:

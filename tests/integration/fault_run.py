@@ -23,11 +23,20 @@ from pathlib import Path
 import boto3
 import psutil
 
-from kcl_mp.embedded import wait_active
 from kcl_mp.devtools.producer import Put, produce
+from kcl_mp.embedded import wait_active
 
-from .harness import RECORDER, BackgroundProducer, Daemon, TableMonitor, base_properties, recorded, records_only, \
-    wait_until, write_properties
+from .harness import (
+    RECORDER,
+    BackgroundProducer,
+    Daemon,
+    TableMonitor,
+    base_properties,
+    recorded,
+    records_only,
+    wait_until,
+    write_properties,
+)
 from .kinesis_mock import split_in_half
 from .throttle_proxy import ThrottleProxy
 
@@ -87,7 +96,7 @@ class Facts:
         path.write_text(json.dumps({**asdict(self), "parents": sorted(self.parents)}))
 
     @classmethod
-    def load(cls, path: Path) -> "Facts":
+    def load(cls, path: Path) -> Facts:
         raw = json.loads(path.read_text())
         return cls(**{**raw, "steps": tuple(Step(**s) for s in raw["steps"]), "puts": [Put(**p) for p in raw["puts"]],
                       "parents": set(raw["parents"])})

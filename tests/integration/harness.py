@@ -12,14 +12,14 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
-
-from kcl_mp.sequence import ExtendedSequenceNumber
+from typing import Any
 
 from kcl_mp.leases.lease import Lease
-from kcl_mp.leases.table import LeaseTable
 from kcl_mp.leases.rows import read_items
+from kcl_mp.leases.table import LeaseTable
+from kcl_mp.sequence import ExtendedSequenceNumber
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDER = ROOT / "tests" / "processors" / "recorder.py"

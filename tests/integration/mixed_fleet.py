@@ -31,8 +31,8 @@ from pathlib import Path
 import boto3
 
 from kcl_mp.devtools import java_daemon
-from kcl_mp.embedded import EMBEDDED_ENV, ensure_stream, start_emulator
 from kcl_mp.devtools.producer import produce
+from kcl_mp.embedded import EMBEDDED_ENV, ensure_stream, start_emulator
 
 from .harness import RECORDER, BackgroundProducer, TableMonitor, recorded, records_only, wait_until, write_properties
 

@@ -10,12 +10,20 @@ import sys
 import pytest
 
 from kcl_mp.embedded import ensure_stream
-from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.table import LeaseTable
+from kcl_mp.sequence import ExtendedSequenceNumber
 
-from .harness import (RECORDER, ROOT, Daemon, assert_java_rows_untouched, base_properties, put_java_rows, wait_until,
-                      write_properties)
+from .harness import (
+    RECORDER,
+    ROOT,
+    Daemon,
+    assert_java_rows_untouched,
+    base_properties,
+    put_java_rows,
+    wait_until,
+    write_properties,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kcl_mp.config import ClientSettings, CredentialProvider
 from kcl_mp.aws.clients import client
+from kcl_mp.config import ClientSettings, CredentialProvider
 
 
 def test_assume_role_credentials_sign_requests(moto_url: str) -> None:

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from kcl_mp.errors import ProcessorExitedError, ProcessorStartError, ProcessorTimeoutError, ProtocolError
 from kcl_mp.logs import LineBudget
 from kcl_mp.multilang.child import ProcessorChild
 from kcl_mp.multilang.child_stderr import LINES_PER_WINDOW
-from kcl_mp.errors import ProcessorExitedError, ProcessorStartError, ProcessorTimeoutError, ProtocolError
-from kcl_mp.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_mp.multilang.wire import make_batch
+from kcl_mp.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-from kcl_mp.embedded import ensure_stream
 from kcl_mp.devtools.producer import produce
+from kcl_mp.embedded import ensure_stream
 
 from .harness import RECORDER, Daemon, base_properties, recorded, records_only, wait_until, write_properties
 

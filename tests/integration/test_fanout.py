@@ -18,10 +18,19 @@ from collections import Counter
 import boto3
 import pytest
 
-from kcl_mp.embedded import ensure_stream
 from kcl_mp.devtools.producer import produce
+from kcl_mp.embedded import ensure_stream
 
-from .harness import RECORDER, BackgroundProducer, Daemon, base_properties, recorded, records_only, wait_until, write_properties
+from .harness import (
+    RECORDER,
+    BackgroundProducer,
+    Daemon,
+    base_properties,
+    recorded,
+    records_only,
+    wait_until,
+    write_properties,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -47,9 +56,9 @@ def test_subscriptions_that_end_or_break_resume_with_no_gap_and_no_duplicate(efo
         wait_until(lambda: delivered() >= 400, 60, "400 records delivered")
         efo_proxy.end_subscriptions()
         wait_until(lambda: efo_proxy.subscriptions - subscribed >= 4, 20, "both shards subscribed again")
-        for n in range(2):
+        for _ in range(2):
             mark = delivered()
-            wait_until(lambda: delivered() >= mark + 300 and efo_proxy.open_streams() == 2, 60,
+            wait_until(lambda mark=mark: delivered() >= mark + 300 and efo_proxy.open_streams() == 2, 60,
                        "300 more records, both shards subscribed")
             assert efo_proxy.cut_subscriptions() == 2
         wait_until(lambda: efo_proxy.subscriptions - subscribed >= 8, 30, "both shards subscribed after the cuts")

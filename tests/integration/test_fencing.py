@@ -27,13 +27,22 @@ import psutil
 import pytest
 
 from kcl_mp.config import load_config
+from kcl_mp.devtools.producer import produce
 from kcl_mp.embedded import ensure_stream
 from kcl_mp.leases.lease import Lease
-from kcl_mp.devtools.producer import produce
 from kcl_mp.supervisor.loop import Supervisor
 
-from .harness import (RECORDER, BackgroundProducer, Daemon, base_properties, recorded, records_only, wait_until,
-                      stop_all, write_properties)
+from .harness import (
+    RECORDER,
+    BackgroundProducer,
+    Daemon,
+    base_properties,
+    recorded,
+    records_only,
+    stop_all,
+    wait_until,
+    write_properties,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -106,7 +115,7 @@ def _settle(poller: TablePoller, out) -> list[str]:
         owners, since = poller.owners(), time.time()
         a_shards = sorted(key for key, owner in owners.items() if owner == "host-a")
 
-        def delivered_by_a() -> bool:
+        def delivered_by_a(since: float = since, a_shards: list[str] = a_shards) -> bool:
             entries = recorded(out)
             hosts_of = _by_host(entries)
             return {e["_shard"] for e in records_only(entries)
@@ -271,7 +280,7 @@ def test_a_restart_after_a_stall_does_not_start_a_processor_for_a_lease_taken_me
     caplog.set_level(logging.INFO)
     supervisor = Supervisor(load_config(props), rng=random.Random(7))
     supervisor.table.ensure_table()
-    supervisor.leases.sync_shards({}, "test")
+    supervisor.leases.sync.sync_shards({}, "test")
     supervisor.leases.scan()
     key = "shardId-000000000000"
     assert key in supervisor.leases.held
@@ -317,7 +326,7 @@ def test_a_scan_or_read_showing_another_holder_drops_the_lease_at_once(tmp_path,
     supervisor = Supervisor(load_config(props), rng=random.Random(7))
     leases = supervisor.leases
     supervisor.table.ensure_table()
-    leases.sync_shards({}, "test")
+    leases.sync.sync_shards({}, "test")
     leases.scan()
     assert sorted(leases.held) == ["shardId-000000000000", "shardId-000000000001"]
     for key in leases.held:

@@ -21,12 +21,23 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.embedded import ensure_stream
 from kcl_mp.devtools.producer import produce
+from kcl_mp.embedded import ensure_stream
 
-from .harness import (RECORDER, BackgroundProducer, Daemon, TableMonitor, assert_java_rows_untouched,
-                      assert_takers_count_only_leases, base_properties, put_java_rows, recorded, records_only,
-                      wait_until, write_properties)
+from .harness import (
+    RECORDER,
+    BackgroundProducer,
+    Daemon,
+    TableMonitor,
+    assert_java_rows_untouched,
+    assert_takers_count_only_leases,
+    base_properties,
+    put_java_rows,
+    recorded,
+    records_only,
+    wait_until,
+    write_properties,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,6 @@ from kcl_mp.leases.rows import CoordinatorState, read_items
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.leases.throughput import LeaseThroughput, renewal_attributes
 
-
 INIT, UPGRADE_FROM_2X, V2X, V3X_WITH_ROLLBACK, V3X = (v.value for v in (
     ClientVersion.INIT, ClientVersion.UPGRADE_FROM_2X, ClientVersion.V2X, ClientVersion.V3X_WITH_ROLLBACK, ClientVersion.V3X))
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -6,7 +6,8 @@ import time
 
 from kcl_mp.leases.coordinator_state import StateTables, ensure_table
 from kcl_mp.leases.leader import LeaderElection, LeaderLock
-from kcl_mp.leases.rows import LeaderLock as LockView, read_items
+from kcl_mp.leases.rows import LeaderLock as LockView
+from kcl_mp.leases.rows import read_items
 
 
 class Clock:

@@ -60,7 +60,7 @@ def test_own_table_item_is_the_java_313_item(dynamodb, unique_name, tmp_path):
     assert table["AttributeDefinitions"] == java_table["AttributeDefinitions"]
     assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
     written = []
-    for step in range(3):  # captures at 0, 1, 2 s; the first report at 2 s
+    for _ in range(3):  # captures at 0, 1, 2 s; the first report at 2 s
         written.append(reporter.tick())
         clock.now += 1.0
     assert written == [False, False, True]

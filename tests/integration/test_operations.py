@@ -23,8 +23,8 @@ import boto3
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kcl_mp.embedded import ensure_stream, free_port
 from kcl_mp.devtools.producer import produce
+from kcl_mp.embedded import ensure_stream, free_port
 
 from .harness import RECORDER, BackgroundProducer, Daemon, base_properties, wait_until, write_properties
 

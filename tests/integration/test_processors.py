@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from kcl_mp.devtools.producer import produce
 from kcl_mp.embedded import ensure_stream
 from kcl_mp.leases.table import LeaseTable
-from kcl_mp.devtools.producer import produce
 
 from .harness import Daemon, base_properties, wait_until, write_properties
 from .test_conformance import PROCESSORS

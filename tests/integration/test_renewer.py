@@ -16,14 +16,14 @@ import time
 import multiprocess
 import pytest
 
-from kcl_mp.config import ClientSettings, Config, load_config
 from kcl_mp.aws.clients import client
-from kcl_mp.sequence import ExtendedSequenceNumber
-from kcl_mp.leases.lease import Lease
+from kcl_mp.config import ClientSettings, Config, load_config
 from kcl_mp.leases.coordinator import Held, LeaseCoordinator
+from kcl_mp.leases.lease import Lease
+from kcl_mp.leases.renewer import renewal_table
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
-from kcl_mp.leases.renewer import renewal_table
+from kcl_mp.sequence import ExtendedSequenceNumber
 
 from .harness import base_properties, write_properties
 from .throttle_proxy import ThrottleProxy
@@ -105,7 +105,7 @@ class CounterWatch(threading.Thread):
     def still_s(self) -> float:
         return max(self.longest.values(), default=0.0)
 
-    def __enter__(self) -> "CounterWatch":
+    def __enter__(self) -> CounterWatch:
         self.start()
         return self
 

@@ -23,9 +23,20 @@ from kcl_mp.embedded import wait_active
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.rows import read_items
 
-from .harness import (RECORDER, BackgroundProducer, Daemon, assert_java_rows_untouched, assert_takers_count_only_leases,
-                      base_properties, put_java_rows, recorded, records_only, stop_all, wait_until,
-                      write_properties)
+from .harness import (
+    RECORDER,
+    BackgroundProducer,
+    Daemon,
+    assert_java_rows_untouched,
+    assert_takers_count_only_leases,
+    base_properties,
+    put_java_rows,
+    recorded,
+    records_only,
+    stop_all,
+    wait_until,
+    write_properties,
+)
 from .kinesis_mock import split_in_half
 
 pytestmark = pytest.mark.integration
@@ -92,7 +103,7 @@ def test_split_and_merge_under_two_hosts(tmp_path: Path, kinesis_mock_url, moto_
             time.sleep(1.0)
         wait_until(lambda: {e["_shard"] for e in records_only(recorded(out))} == {s["ShardId"] for s in shards},
                    60, "records from all four shards")
-        wait_until(lambda: {l.owner for l in _leases(dynamodb, app).values()} == {"host-a", "host-b"}, 30,
+        wait_until(lambda: {lease.owner for lease in _leases(dynamodb, app).values()} == {"host-a", "host-b"}, 30,
                    "both hosts holding leases")
         time.sleep(2.0)
 

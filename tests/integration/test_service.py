@@ -14,8 +14,8 @@ import sys
 import boto3
 import pytest
 
-from kcl_mp.embedded import ensure_stream, free_port
 from kcl_mp.devtools.producer import produce
+from kcl_mp.embedded import ensure_stream, free_port
 
 from .harness import RECORDER, ROOT, BackgroundProducer, Daemon, base_properties, wait_until, write_properties
 from .test_operations import per_shard, scrape

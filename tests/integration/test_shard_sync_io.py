@@ -56,7 +56,7 @@ def test_paging_the_empty_table_filter_and_an_interrupted_shard_end(
     assert len(coordinator.sync.list_shards()) == 7
 
     # Empty table, LATEST: the shards open now (AT_LATEST): not the closed parent.
-    assert coordinator.sync_shards({}, "test")
+    assert coordinator.sync.sync_shards({}, "test")
     table = coordinator.table
     keys = {lease.key for lease in table.list_leases()}
     assert parent not in keys and set(children) <= keys and len(keys) == 6
@@ -66,8 +66,8 @@ def test_paging_the_empty_table_filter_and_an_interrupted_shard_end(
         dynamodb.delete_item(TableName=app, Key={"leaseKey": {"S": child}})
     table.create_if_absent(Lease(parent, checkpoint=ExtendedSequenceNumber("SHARD_END")))
     coordinator.last_seen = {lease.key: lease for lease in table.list_leases()}
-    assert coordinator.audit() and not set(children) & {lease.key for lease in table.list_leases()}  # seen once
-    assert coordinator.audit()  # seen twice: the sync runs
+    assert coordinator.sync.audit() and not set(children) & {lease.key for lease in table.list_leases()}  # seen once
+    assert coordinator.sync.audit()  # seen twice: the sync runs
     after = {lease.key: lease for lease in table.list_leases()}
     assert set(children) <= set(after)
     assert all(after[c].checkpoint.sequence_number == "TRIM_HORIZON" and after[c].parent_shard_ids == (parent,)
@@ -81,6 +81,6 @@ def test_paging_the_empty_table_filter_and_an_interrupted_shard_end(
     coordinator.last_seen = {lease.key: lease for lease in table.list_leases()}
     calls = []
     monkeypatch.setattr(coordinator.sync, "list_shards", lambda *a: calls.append(a) or [])
-    assert coordinator.audit()
+    assert coordinator.sync.audit()
     assert parent not in {lease.key for lease in table.list_leases()}
     assert calls == [], "the audit listed shards although the leases covered the key space"

@@ -24,10 +24,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from kcl_mp.devtools.producer import produce
 from kcl_mp.embedded import ensure_stream
 from kcl_mp.errors import DependencyError
 from kcl_mp.leases.table import LeaseTable
-from kcl_mp.devtools.producer import produce
 
 from .harness import ROOT, BackgroundProducer, Daemon, base_properties, wait_until, write_properties
 

@@ -41,9 +41,9 @@ def _finish(daemon: Daemon, bound_s: float, since: float) -> tuple[int, float]:
     """The exit status within the bound, and how long it took; then nothing of it may remain."""
     try:
         code = daemon.wait(bound_s)
-    except Exception:
+    except Exception as exc:
         daemon.kill()
-        raise AssertionError(f"still running after {bound_s:.0f} s:\n{daemon.output()[-3000:]}")
+        raise AssertionError(f"still running after {bound_s:.0f} s:\n{daemon.output()[-3000:]}") from exc
     took = time.monotonic() - since
     text = daemon.output()
     wait_until(lambda: not _group_alive(daemon.process.pid), 10, "every process of the group to end", 0.1)

@@ -16,11 +16,19 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.embedded import ensure_stream
 from kcl_mp.devtools.producer import produce
+from kcl_mp.embedded import ensure_stream
 
-from .harness import (RECORDER, BackgroundProducer, Daemon, base_properties, recorded, records_only, wait_until,
-                      write_properties)
+from .harness import (
+    RECORDER,
+    BackgroundProducer,
+    Daemon,
+    base_properties,
+    recorded,
+    records_only,
+    wait_until,
+    write_properties,
+)
 
 pytestmark = pytest.mark.integration
 

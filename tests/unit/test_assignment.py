@@ -9,7 +9,9 @@ import random
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings as hyp_settings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 
 from kcl_mp.leases.assignment import AssignmentSettings, LeaseLoad, WorkerLoad, plan_assignment, spread
 

@@ -8,8 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.leases.client_version import (CONFIG_3X, CONFIG_COMPATIBLE_WITH_2X, CONFIG_COMPATIBLE_WITH_2X_PHASE1,
-                                          ClientVersion as V, flip, follow, initial, ready_to_flip, role, updated)
+from kcl_mp.leases.client_version import (
+    CONFIG_3X,
+    CONFIG_COMPATIBLE_WITH_2X,
+    CONFIG_COMPATIBLE_WITH_2X_PHASE1,
+    flip,
+    follow,
+    initial,
+    ready_to_flip,
+    role,
+    updated,
+)
+from kcl_mp.leases.client_version import ClientVersion as V
 from kcl_mp.leases.rows import CoordinatorState, StateChange, read_items
 
 REFERENCE = Path("/work/shared/reference/java_kcl_3.1.3_tables.json")
