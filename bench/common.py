@@ -1,15 +1,22 @@
 """What the benchmarks that run kcl-mp beside the Java daemon share: the emulator they both
-read (inside the loopback namespace), the properties file they both take, the command that
-starts either, and what the bench processor (bench/noop_processor.py) wrote per shard."""
+read (inside the loopback namespace), the in-memory Kinesis (kcl_mp.devtools.fast_kinesis)
+some read instead of moto's, the properties file they both take, the command that starts
+either and the way to stop it, and what the bench processor (bench/noop_processor.py) wrote
+per shard."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import tempfile
+import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kcl_mp.devtools import java_daemon
 
@@ -43,6 +50,55 @@ def command(daemon: str, properties_path: Path) -> list[str]:
     if daemon == "kcl-mp":
         return [sys.executable, "-m", "kcl_mp", "--properties", str(properties_path)]
     return java_daemon.command(properties_path)
+
+
+def stop(process: subprocess.Popen) -> None:
+    """SIGTERM, then (after 60 s) SIGKILL to its whole session (started with
+    ``start_new_session``)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+
+
+def wait_for(condition: Any, timeout: float, process: subprocess.Popen, what: str) -> bool:
+    """True once ``condition()`` holds; False after ``timeout``; raises if the daemon exited."""
+    deadline = time.monotonic() + timeout
+    for _ in range(1_000_000):  # bounded by the deadline
+        if condition():
+            return True
+        if process.poll() is not None:
+            raise RuntimeError(f"{what}: the daemon exited with status {process.returncode}")
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.25)
+    return False
+
+
+def start_fast_kinesis(port: int, stream: str, shards: int, log: Path, *, record_bytes: int = 100,
+                       page_records: int = 10_000, records_per_shard: int = 0) -> subprocess.Popen:
+    """fast_kinesis on ``port`` serving ``stream`` (endless shards unless ``records_per_shard``),
+    once it answers (at most 30 s)."""
+    process = subprocess.Popen([sys.executable, "-m", "kcl_mp.devtools.fast_kinesis", str(port), "--stream", stream,
+                                "--shards", str(shards), "--record-bytes", str(record_bytes),
+                                "--page-records", str(page_records), "--records-per-shard", str(records_per_shard)],
+                               stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).close()
+            return process
+        except urllib.error.HTTPError:
+            return process  # it answers (400: no operation)
+        except OSError:
+            if process.poll() is not None:
+                break
+            time.sleep(0.1)
+    stop(process)
+    raise RuntimeError(f"fast_kinesis did not start; see {log}")
 
 
 @dataclass(frozen=True)

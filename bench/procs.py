@@ -95,10 +95,10 @@ SAMPLE_EVERY_S = 5.0
 
 class Meter:
     """A daemon's own processes and its processors (those whose command line holds
-    ``processor``), and an emulator's: CPU per window, the memory's peak."""
+    ``processor``), and the emulators': CPU per window, the memory's peak."""
 
-    def __init__(self, daemon_pid: int, emulator_pid: int, processor: str):
-        self.daemon_pid, self.emulator_pid, self.processor = daemon_pid, emulator_pid, processor
+    def __init__(self, daemon_pid: int, emulator_pids: tuple[int, ...], processor: str):
+        self.daemon_pid, self.emulator_pids, self.processor = daemon_pid, emulator_pids, processor
         self.peak = Memory(0, 0, 0, 0)
         self.peak_processors = Memory(0, 0, 0, 0)
 
@@ -109,8 +109,9 @@ class Meter:
             (processors if self.processor in cmdline(pid) else own).append(pid)
         return own, processors
 
-    def cpu(self) -> tuple[dict[int, float], dict[int, float]]:
-        return cpu_seconds(self.split()[0]), cpu_seconds(tree(self.emulator_pid))
+    def cpu(self) -> list[dict[int, float]]:
+        """CPU seconds of the daemon's own processes, then of each emulator's tree."""
+        return [cpu_seconds(self.split()[0]), *(cpu_seconds(tree(pid)) for pid in self.emulator_pids)]
 
     def sample_memory(self) -> None:
         own, processors = self.split()
@@ -120,10 +121,10 @@ class Meter:
         if theirs.pss > self.peak_processors.pss:
             self.peak_processors = theirs
 
-    def window(self, seconds: float) -> tuple[float, float]:
-        """Cores used over ``seconds`` by (the daemon's own processes, the emulator); samples
-        the memory meanwhile."""
-        before, emulator_before = self.cpu()
+    def window(self, seconds: float) -> list[float]:
+        """Cores used over ``seconds`` by the daemon's own processes, then by each emulator;
+        samples the memory meanwhile."""
+        before = self.cpu()
         began = time.monotonic()
         for _ in range(100_000):  # bounded by the window
             left = began + seconds - time.monotonic()
@@ -131,6 +132,6 @@ class Meter:
                 break
             self.sample_memory()
             time.sleep(min(SAMPLE_EVERY_S, max(left, 0.01)))
-        after, emulator_after = self.cpu()
+        after = self.cpu()
         elapsed = time.monotonic() - began
-        return cpu_between(before, after) / elapsed, cpu_between(emulator_before, emulator_after) / elapsed
+        return [cpu_between(b, a) / elapsed for b, a in zip(before, after, strict=True)]

@@ -3,7 +3,7 @@
     make bench-scale        (= .venv/bin/python bench/scale.py)
     options: --shards 4,16,64,256, --java-max-shards 64, --only kcl-mp|java, --rate 100 (records/s),
              --idle-ms 1000, --slow-idle-ms 3000 --slow-from 128, --settle-s 10, --window-s 30,
-             --start-timeout-s 240, --out scale.json
+             --start-timeout-s 240, --kinesis moto|fast, --records-per-shard 20, --out scale.json
 
 Per shard count and daemon: a fresh moto (h2c, in the loopback namespace as bench/daemons.py),
 a stream of that many shards holding one record per shard, one host started with the same
@@ -25,6 +25,13 @@ polling, TRIM_HORIZON) and the bench processor (bench/noop_processor.py). Then:
     emulator CPU     moto's own CPU in each window: near one core, moto is the bound, not the
                      daemon; sizes from --slow-from up poll every --slow-idle-ms for that reason
 
+With ``--kinesis fast`` (every size) the stream is served by kcl_mp.devtools.fast_kinesis
+instead, --records-per-shard records in each shard and no more; the leases stay on moto, which
+then serves only DynamoDB (takes and renewals), not every shard's GetRecords. There is no
+producer: the source's records are the load, read at start-up; delivered counts them (shards x
+records-per-shard), and the "load" window is a second idle one. The source's CPU is printed
+beside moto's. The polling schedule stays as on moto (--slow-from), so the sizes compare.
+
 It prints a table, then kcl-mp / Java per shard count and per shard (marginal memory between
 sizes, idle CPU per shard), and writes the figures as JSON to --out.
 """
@@ -35,7 +42,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -46,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import procs
-from common import PROCESSOR, bench_environment, command, deliveries, properties
+from common import PROCESSOR, bench_environment, command, deliveries, properties, start_fast_kinesis, stop, wait_for
 
 from kcl_mp.devtools import java_daemon
 
@@ -61,6 +67,7 @@ class Size:
     daemon: str
     shards: int
     idle_ms: int
+    kinesis: str = "moto"  # or "fast": kcl_mp.devtools.fast_kinesis, bounded shards, no producer
     own_processes: int = 0
     pss_mb: float = 0.0
     uss_mb: float = 0.0
@@ -71,6 +78,8 @@ class Size:
     cpu_load: float = 0.0
     emulator_idle: float = 0.0
     emulator_load: float = 0.0
+    source_idle: float | None = None  # fast_kinesis' CPU (None: Kinesis on moto)
+    source_load: float | None = None
     first_record_s: float | None = None  # None: not every shard within --start-timeout-s
     shards_started: int = 0
     produced: int = 0
@@ -172,48 +181,44 @@ def put_spread(kinesis: Any, stream: str, hash_keys: list[str], first: int, coun
     raise RuntimeError(f"put_records kept failing on {stream}")
 
 
-def wait_for(condition: Any, timeout: float, process: subprocess.Popen, what: str) -> bool:
-    """True once ``condition()`` holds; False after ``timeout``; raises if the daemon exited."""
-    deadline = time.monotonic() + timeout
-    for _ in range(1_000_000):  # bounded by the deadline
-        if condition():
-            return True
-        if process.poll() is not None:
-            raise RuntimeError(f"{what}: the daemon exited with status {process.returncode}")
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.25)
-    return False
-
-
 def run_size(daemon: str, shards: int, idle_ms: int, args: argparse.Namespace, work: Path) -> Size:
     import boto3
 
-    from kcl_mp.embedded import ensure_stream, start_emulator
+    from kcl_mp.embedded import ensure_stream, free_port, start_emulator
 
     name = f"scale-{daemon}-{shards}"
-    size = Size(daemon, shards, idle_ms)
+    size = Size(daemon, shards, idle_ms, args.kinesis)
     out = work / name
     out.mkdir()
     emulator = start_emulator(http2=True, log_path=str(work / f"{name}.moto.log"))
     log = open(work / f"{name}.log", "wb")
-    process = watch = None
+    process = watch = source = None
     try:
         kinesis = boto3.client("kinesis", endpoint_url=emulator.url)
         dynamodb = boto3.client("dynamodb", endpoint_url=emulator.url)
-        ensure_stream(kinesis, name, shards)
-        listed = kinesis.list_shards(StreamName=name)["Shards"]  # at most 1,000: enough here
-        hash_keys = [s["HashKeyRange"]["StartingHashKey"] for s in sorted(listed, key=lambda s: s["ShardId"])]
-        size.produced = put_spread(kinesis, name, hash_keys, 0, shards)  # one record per shard to start
-        path = properties(work / f"{name}.properties", emulator.url, name, name, retrievalMode="POLLING",
-                          failoverTimeMillis=FAILOVER_MS, idleTimeBetweenReadsInMillis=idle_ms, maxRecords=1000)
+        kinesis_url = emulator.url
+        if args.kinesis == "fast":
+            port = free_port()
+            source = start_fast_kinesis(port, name, shards, work / f"{name}.source.log",
+                                        page_records=min(args.records_per_shard, 10_000),
+                                        records_per_shard=args.records_per_shard)
+            kinesis_url = f"http://127.0.0.1:{port}"
+            size.produced = shards * args.records_per_shard
+        else:
+            ensure_stream(kinesis, name, shards)
+            listed = kinesis.list_shards(StreamName=name)["Shards"]  # at most 1,000: enough here
+            hash_keys = [s["HashKeyRange"]["StartingHashKey"] for s in sorted(listed, key=lambda s: s["ShardId"])]
+            size.produced = put_spread(kinesis, name, hash_keys, 0, shards)  # one record per shard to start
+        path = properties(work / f"{name}.properties", emulator.url, name, name, kinesisEndpoint=kinesis_url,
+                          retrievalMode="POLLING", failoverTimeMillis=FAILOVER_MS,
+                          idleTimeBetweenReadsInMillis=idle_ms, maxRecords=1000)
         watch = LeaseWatch(dynamodb, name)
         watch.start()
         env = {**os.environ, "BENCH_OUT": str(out), "BENCH_CHECKPOINT_EVERY": "50"}
         started = time.time()
         process = subprocess.Popen(command(daemon, path), stdout=log, stderr=subprocess.STDOUT, env=env,
                                    stdin=subprocess.DEVNULL, cwd=str(work), start_new_session=True)
-        meter = procs.Meter(process.pid, emulator.process.pid, str(PROCESSOR))
+        meter = procs.Meter(process.pid, (emulator.process.pid, *([source.pid] if source else [])), str(PROCESSOR))
 
         def all_started() -> bool:
             return len(deliveries(out)) == shards
@@ -226,19 +231,23 @@ def run_size(daemon: str, shards: int, idle_ms: int, args: argparse.Namespace, w
                  f" within {args.start_timeout_s:.0f} s"), flush=True)
         time.sleep(args.settle_s)
         windows_began = time.time()
-        size.cpu_idle, size.emulator_idle = meter.window(args.window_s)
-        producer = Producer(kinesis, name, hash_keys, args.rate)
-        producer.start()
-        size.cpu_load, size.emulator_load = meter.window(args.window_s)
-        producer.stop.set()
-        producer.join(30)
-        if producer.errors:
-            size.notes.append(f"producer: {producer.errors[0]!r}")
-        size.produced += producer.put
-        size.load_rate = producer.put / args.window_s
-        if size.load_rate < 0.9 * args.rate:
-            size.notes.append(f"the producer reached only {size.load_rate:.0f} of {args.rate} records/s (moto or the "
-                              "host too busy)")
+        size.cpu_idle, size.emulator_idle, *fast = meter.window(args.window_s)
+        size.source_idle = fast[0] if fast else None
+        producer = Producer(kinesis, name, hash_keys, args.rate) if source is None else None
+        if producer is not None:
+            producer.start()
+        size.cpu_load, size.emulator_load, *fast = meter.window(args.window_s)
+        size.source_load = fast[0] if fast else None
+        if producer is not None:
+            producer.stop.set()
+            producer.join(30)
+            if producer.errors:
+                size.notes.append(f"producer: {producer.errors[0]!r}")
+            size.produced += producer.put
+            size.load_rate = producer.put / args.window_s
+            if size.load_rate < 0.9 * args.rate:
+                size.notes.append(f"the producer reached only {size.load_rate:.0f} of {args.rate} records/s (moto or "
+                                  "the host too busy)")
 
         def drained() -> bool:
             return sum(d.records for d in deliveries(out).values()) >= size.produced
@@ -252,12 +261,16 @@ def run_size(daemon: str, shards: int, idle_ms: int, args: argparse.Namespace, w
         size.processors, size.processors_pss_mb = theirs.processes, theirs.pss / MB
         if max(size.emulator_idle, size.emulator_load) >= EMULATOR_BOUND:
             size.notes.append(f"moto used >= {EMULATOR_BOUND} core: the emulator, not the daemon, may be the bound")
+        if max(size.source_idle or 0.0, size.source_load or 0.0) >= EMULATOR_BOUND:
+            size.notes.append(f"fast_kinesis used >= {EMULATOR_BOUND} core: it, not the daemon, may be the bound")
     finally:
         if watch is not None:
             watch.stop.set()
         if process is not None:
             stop(process)
         log.close()
+        if source is not None:
+            stop(source)
         emulator.stop()
     return size
 
@@ -274,29 +287,21 @@ def judge_renewals(size: Size, gaps: list[tuple[float, str, float]], windows_beg
     size.late_startup = len({key for key, gap in startup if gap > late})
 
 
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(60)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(10)
-
-
 def _opt(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
 def report(sizes: list[Size]) -> str:
     head = (f"{'shards':>6} {'daemon':<7} {'poll ms':>7} {'procs':>5} {'PSS MB':>7} {'USS MB':>7} {'RSS MB':>7} "
-            f"{'proc PSS MB':>11} {'CPU idle':>8} {'CPU load':>8} {'moto idle':>9} {'moto load':>9} "
+            f"{'proc PSS MB':>11} {'CPU idle':>8} {'CPU load':>8} {'moto idle':>9} {'moto load':>9} {'fast idle':>9} "
+            f"{'fast load':>9} "
             f"{'renew gap s':>11} {'late':>4} {'start-up gap s':>14} {'late':>4} {'first rec s':>11} {'delivered':>15}")
     lines = [head]
     for s in sizes:
         lines.append(f"{s.shards:>6} {s.daemon:<7} {s.idle_ms:>7} {s.own_processes:>5} {s.pss_mb:>7.0f} "
                      f"{s.uss_mb:>7.0f} {s.rss_mb:>7.0f} {s.processors_pss_mb:>11.0f} {s.cpu_idle:>8.2f} "
-                     f"{s.cpu_load:>8.2f} {s.emulator_idle:>9.2f} {s.emulator_load:>9.2f} {s.renewal_gap_s:>11.1f} "
+                     f"{s.cpu_load:>8.2f} {s.emulator_idle:>9.2f} {s.emulator_load:>9.2f} "
+                     f"{_opt(s.source_idle, '.2f'):>9} {_opt(s.source_load, '.2f'):>9} {s.renewal_gap_s:>11.1f} "
                      f"{s.late_leases:>4} {s.startup_gap_s:>14.1f} {s.late_startup:>4} {_opt(s.first_record_s, '.1f'):>11} "
                      f"{f'{s.delivered}/{s.produced}':>15}")
         lines.extend(f"{'':>15}{s.daemon} {s.shards}: {note}" for note in s.notes)
@@ -348,8 +353,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--settle-s", type=float, default=10.0, help="pause after the first records (default 10)")
     p.add_argument("--window-s", type=float, default=30.0, help="the idle and the load window, each (default 30)")
     p.add_argument("--drain-s", type=float, default=60.0, help="the longest wait for the last records (default 60)")
+    p.add_argument("--kinesis", choices=("moto", "fast"), default="moto",
+                   help="the stream on moto with a producer (default), or on fast_kinesis, bounded, no producer")
+    p.add_argument("--records-per-shard", type=int, default=20, help="with --kinesis fast: each shard's records")
     p.add_argument("--out", default="scale.json", help="the figures as JSON (default scale.json)")
     args = p.parse_args(argv)
+    if args.records_per_shard < 1:
+        p.error("--records-per-shard must be at least 1")
     if not java_daemon.inside_namespace():
         return java_daemon.in_loopback_namespace([sys.executable, __file__, *sys.argv[1:]])
     if shutil.which("java") is None and args.only != "kcl-mp":
@@ -363,18 +373,23 @@ def main(argv: list[str] | None = None) -> int:
         for daemon in ("java", "kcl-mp"):
             if args.only not in (None, daemon) or (daemon == "java" and shards > args.java_max_shards):
                 continue
-            print(f"{daemon} at {shards} shards, idleTimeBetweenReadsInMillis {idle_ms}", flush=True)
+            print(f"{daemon} at {shards} shards, idleTimeBetweenReadsInMillis {idle_ms}, Kinesis on {args.kinesis}",
+                  flush=True)
             try:
                 sizes.append(run_size(daemon, shards, idle_ms, args, work))
             except Exception as exc:  # one size failing leaves the others' figures
                 print(f"  {daemon} at {shards} shards failed: {exc!r}", flush=True)
-                sizes.append(Size(daemon, shards, idle_ms, notes=[f"failed: {exc!r}"], failed=True))
-            out.write_text(json.dumps({"failover_ms": FAILOVER_MS, "rate": args.rate, "window_s": args.window_s,
+                sizes.append(Size(daemon, shards, idle_ms, args.kinesis, notes=[f"failed: {exc!r}"], failed=True))
+            out.write_text(json.dumps({"failover_ms": FAILOVER_MS, "kinesis": args.kinesis, "rate": args.rate,
+                                       "records_per_shard": args.records_per_shard, "window_s": args.window_s,
                                        "sizes": [asdict(s) for s in sizes], "ratios": ratios(sizes)}, indent=2))
     print()
-    print(f"failoverTimeMillis {FAILOVER_MS}, {args.rate} records/s over all shards in the load window, windows "
-          f"{args.window_s:.0f} s; CPU in cores; memory the peak over both windows; 'late': leases whose counter "
-          f"stayed unchanged > {FAILOVER_MS / 2000:.0f} s (in the windows; at start-up)")
+    load = (f"{args.rate} records/s over all shards in the load window" if args.kinesis == "moto" else
+            f"Kinesis on fast_kinesis, DynamoDB on moto: no producer, the load is the source's "
+            f"{args.records_per_shard} records per shard, read at start-up ('load' is a second idle window)")
+    print(f"failoverTimeMillis {FAILOVER_MS}, {load}, windows {args.window_s:.0f} s; CPU in cores; memory the peak "
+          f"over both windows; 'late': leases whose counter stayed unchanged > {FAILOVER_MS / 2000:.0f} s (in the "
+          "windows; at start-up)")
     print(report(sizes))
     print(f"\nfigures: {out}\nlogs: {work}")
     return 0

@@ -36,11 +36,10 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import ROOT, bench_environment, command, deliveries, properties
+from common import ROOT, bench_environment, command, deliveries, properties, start_fast_kinesis
 
 from kcl_mp.devtools import java_daemon
 
@@ -96,25 +95,6 @@ def own_and_processors(root: int, daemon: str) -> tuple[list[int], list[int]]:
     return own, sorted(g.pid for c in children for g in c.children())
 
 
-def start_source(port: int, shards: int, size: int, page_records: int, log: Path) -> subprocess.Popen:
-    process = subprocess.Popen([sys.executable, "-m", "kcl_mp.devtools.fast_kinesis", str(port), "--stream", STREAM,
-                                "--shards", str(shards), "--record-bytes", str(size),
-                                "--page-records", str(page_records)],
-                               stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).close()
-            return process
-        except urllib.error.HTTPError:
-            return process  # it answers (400: no operation)
-        except OSError:
-            if process.poll() is not None:
-                break
-            time.sleep(0.1)
-    raise RuntimeError(f"fast_kinesis did not start; see {log}")
-
-
 def page_records(size: int, asked: int) -> int:
     """Records per page: as asked, else as many as one GetRecords may return (10,000 or 10 MB)."""
     return asked or min(10_000, 10_000_000 // (4 * ((size + 2) // 3) + 120))
@@ -128,7 +108,8 @@ def run_once(daemon: str, shards: int, size: int, args: argparse.Namespace, dyna
     out = work / app
     out.mkdir()
     port = free_port()
-    source = start_source(port, shards, size, page, work / f"{app}.source.log")
+    source = start_fast_kinesis(port, STREAM, shards, work / f"{app}.source.log", record_bytes=size,
+                                page_records=page)
     path = properties(work / f"{app}.properties", dynamodb_url, STREAM, app,
                       kinesisEndpoint=f"http://127.0.0.1:{port}", maxRecords=page, idleTimeBetweenReadsInMillis=200,
                       executableName=f"{sys.executable} {PROCESSORS[args.processor]}")
