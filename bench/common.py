@@ -7,6 +7,7 @@ per shard."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -139,3 +140,15 @@ def bench_environment(prefix: str) -> Path:
     os.environ.update(EMBEDDED_ENV)
     os.environ["AWS_REGION"] = EMBEDDED_ENV["AWS_DEFAULT_REGION"]
     return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+def enter_namespace(script: str, only: str | None) -> int | None:
+    """Re-run ``script`` inside a loopback-only network namespace (the Java daemon calls the
+    EC2 metadata address at start) and give its status; inside, None when the daemons asked
+    for can run, else 1 with the reason on stderr."""
+    if not java_daemon.inside_namespace():
+        return java_daemon.in_loopback_namespace([sys.executable, script, *sys.argv[1:]])
+    if shutil.which("java") is None and only != "kcl-mp":
+        print("bench: java (17+) is needed for the Java daemon; --only kcl-mp runs kcl-mp alone", file=sys.stderr)
+        return 1
+    return None

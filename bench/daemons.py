@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -42,9 +41,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import bench_environment, command, deliveries, properties
-
-from kcl_mp.devtools import java_daemon
+from common import bench_environment, command, deliveries, enter_namespace, properties
 
 RUN_TIMEOUT_S = 900.0  # KCL 3.x alone needs over a minute before its first record
 SHORTEST_WINDOW_S = 2.0
@@ -238,11 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--metrics-level", choices=("NONE", "SUMMARY", "DETAILED"), default="NONE",
                    help="metricsLevel of both daemons, published to the emulator's CloudWatch (default NONE)")
     args = p.parse_args(argv)
-    if not java_daemon.inside_namespace():
-        return java_daemon.in_loopback_namespace([sys.executable, __file__, *sys.argv[1:]])
-    if shutil.which("java") is None and args.only != "kcl-mp":
-        print("bench: java (17+) is needed for the Java daemon; --only kcl-mp runs kcl-mp alone", file=sys.stderr)
-        return 1
+    if (status := enter_namespace(__file__, args.only)) is not None:
+        return status
 
     import boto3
 

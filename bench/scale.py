@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -52,9 +51,17 @@ from pathlib import Path
 from typing import Any
 
 import procs
-from common import PROCESSOR, bench_environment, command, deliveries, properties, start_fast_kinesis, stop, wait_for
-
-from kcl_mp.devtools import java_daemon
+from common import (
+    PROCESSOR,
+    bench_environment,
+    command,
+    deliveries,
+    enter_namespace,
+    properties,
+    start_fast_kinesis,
+    stop,
+    wait_for,
+)
 
 FAILOVER_MS = 10_000
 SCAN_EVERY_S = 0.5
@@ -360,11 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.records_per_shard < 1:
         p.error("--records-per-shard must be at least 1")
-    if not java_daemon.inside_namespace():
-        return java_daemon.in_loopback_namespace([sys.executable, __file__, *sys.argv[1:]])
-    if shutil.which("java") is None and args.only != "kcl-mp":
-        print("bench: java (17+) is needed for the Java daemon; --only kcl-mp runs kcl-mp alone", file=sys.stderr)
-        return 1
+    if (status := enter_namespace(__file__, args.only)) is not None:
+        return status
     work = bench_environment("kcl-mp-scale-")
     out = Path(args.out).resolve()
     sizes: list[Size] = []

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -39,9 +38,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import ROOT, bench_environment, command, deliveries, properties, start_fast_kinesis
-
-from kcl_mp.devtools import java_daemon
+from common import ROOT, bench_environment, command, deliveries, enter_namespace, properties, start_fast_kinesis
 
 STREAM = "bench"
 READY_S = 300.0  # KCL 3.x takes a minute or more before its first record; 64 shards more
@@ -198,11 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--processor", choices=sorted(PROCESSORS), default="light")
     p.add_argument("--only", choices=("java", "kcl-mp"), help="run one daemon only")
     args = p.parse_args(argv)
-    if not java_daemon.inside_namespace():
-        return java_daemon.in_loopback_namespace([sys.executable, __file__, *sys.argv[1:]])
-    if shutil.which("java") is None and args.only != "kcl-mp":
-        print("bench: java (17+) is needed for the Java daemon; --only kcl-mp runs kcl-mp alone", file=sys.stderr)
-        return 1
+    if (status := enter_namespace(__file__, args.only)) is not None:
+        return status
     from kcl_mp.embedded import start_emulator
 
     work = bench_environment("kcl-mp-throughput-")
