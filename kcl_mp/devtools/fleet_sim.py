@@ -52,7 +52,38 @@ class Result:
     rounds: int = 0  # 3.x: assignment rounds from the event to the last one that moved a lease
 
 
-class Fleet:
+class _Sim:
+    """What both simulations share: the event queue, the table, the workers."""
+
+    table: dict[str, Lease]
+    workers: dict[str, SimWorker]
+    _events: list[tuple[float, int, str, str, object]]
+    _seq: int
+
+    def _push(self, at: float, kind: str, name: str, payload: object = None) -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (at, self._seq, kind, name, payload))
+
+    def assign(self, owners: dict[str, str]) -> None:
+        """Give leases to (already started) workers directly, as a settled fleet would hold them."""
+        for key, owner in owners.items():
+            lease = self.table[key]
+            self.table[key] = lease.with_(owner=owner, counter=lease.counter + 1)
+            self.workers[owner].held[key] = lease.counter + 1
+
+    def crash(self, names: Iterable[str]) -> None:
+        for name in names:
+            self.workers[name].alive = False
+
+    def counts(self) -> dict[str, int]:
+        live = {name: 0 for name, w in self.workers.items() if w.alive}
+        for lease in self.table.values():
+            if lease.owner in live:
+                live[lease.owner] += 1
+        return live
+
+
+class Fleet(_Sim):
     def __init__(self, leases: int, settings: LeaseSettings, rule: str = "kcl-mp", seed: int = 0,
                  scan_latency_s: float = 0.05, write_s: float = 0.005, check_invariants: bool = False):
         self.settings = settings
@@ -80,22 +111,7 @@ class Fleet:
             self._push(at + self.rng.uniform(0, jitter_s), "scan", name)
             self._push(at + self.rng.uniform(0, self.settings.renew_interval_s), "renew", name)
 
-    def assign(self, owners: dict[str, str]) -> None:
-        """Give leases to (already started) workers directly, as a settled fleet would hold them."""
-        for key, owner in owners.items():
-            lease = self.table[key]
-            self.table[key] = lease.with_(owner=owner, counter=lease.counter + 1)
-            self.workers[owner].held[key] = lease.counter + 1
-
-    def crash(self, names: Iterable[str]) -> None:
-        for name in names:
-            self.workers[name].alive = False
-
     # -- the clock -----------------------------------------------------------------------
-
-    def _push(self, at: float, kind: str, name: str, payload: object = None) -> None:
-        self._seq += 1
-        heapq.heappush(self._events, (at, self._seq, kind, name, payload))
 
     def run_until(self, until: float) -> None:
         for _ in range(50_000_000):  # bounded
@@ -156,13 +172,6 @@ class Fleet:
             if len(holders) > 1 or (holders and holders[0] != lease.owner):
                 raise InvariantBroken(f"{key} at counter {lease.counter}: held by {holders}, owner {lease.owner}")
 
-    def counts(self) -> dict[str, int]:
-        live = {name: 0 for name, w in self.workers.items() if w.alive}
-        for lease in self.table.values():
-            if lease.owner in live:
-                live[lease.owner] += 1
-        return live
-
     def balanced(self) -> bool:
         counts = self.counts()
         owned = sum(counts.values()) == len(self.table)
@@ -198,7 +207,7 @@ def _back_and_forth(owners: dict[str, list[str]]) -> int:
     return sum(1 for seq in owners.values() if len(seq) != len(set(seq)))
 
 
-class LeaderFleet:
+class LeaderFleet(_Sim):
     """A KCL 3.x fleet of kcl-mp workers: one leader runs ``assignment.plan_assignment``
     every leaseAssignmentIntervalMillis (2 x failoverTimeMillis), the first at once; workers
     publish their metrics 2 s after start and then every 30 s (no CPU metric: balance by
@@ -254,15 +263,8 @@ class LeaderFleet:
         if before is None and self.leader is not None:
             self._push(self._leader_since, "round", self.leader)  # LAM's first run: at once
 
-    def assign(self, owners: dict[str, str]) -> None:
-        for key, owner in owners.items():
-            lease = self.table[key]
-            self.table[key] = lease.with_(owner=owner, counter=lease.counter + 1)
-            self.workers[owner].held[key] = lease.counter + 1
-
     def crash(self, names: Iterable[str]) -> None:
-        for name in names:
-            self.workers[name].alive = False
+        super().crash(names)
         if self.leader is not None and not self.workers[self.leader].alive:
             heir = min(n for n, w in self.workers.items() if w.alive)
             self.leader, self._leader_since = heir, self.now + self.LOCK_S
@@ -271,10 +273,6 @@ class LeaderFleet:
     def mark(self) -> None:
         """Start counting moves from now (owners as they are)."""
         self.owners = {key: [lease.owner] if lease.owner else [] for key, lease in self.table.items()}
-
-    def _push(self, at: float, kind: str, name: str, payload: object = None) -> None:
-        self._seq += 1
-        heapq.heappush(self._events, (at, self._seq, kind, name, payload))
 
     def run_until(self, until: float) -> None:
         for _ in range(50_000_000):  # bounded
@@ -341,13 +339,6 @@ class LeaderFleet:
             self.table[m.key] = lease.with_(owner=m.to, checkpoint_owner=None, counter=lease.counter + 1)
         self.moves.append((self.now, m.key))
         self.owners.setdefault(m.key, []).append(m.to)
-
-    def counts(self) -> dict[str, int]:
-        live = {name: 0 for name, w in self.workers.items() if w.alive}
-        for lease in self.table.values():
-            if lease.owner in live:
-                live[lease.owner] += 1
-        return live
 
     def balanced(self) -> bool:
         """Every lease owned by a live worker that processes it, no handoff under way, spread <= 1."""
