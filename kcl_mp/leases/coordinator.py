@@ -102,11 +102,11 @@ class LeaseCoordinator:
     wall: Callable[[], float] = time.time
 
     def __post_init__(self) -> None:
-        self.fleet3 = (Fleet3(self.config, self.table.client, self.table, self.log, self.clock, self.wall, self.rng,
-                              self.metrics) if self.config.kcl3.client_version_config else None)
+        self.fleet3 = Fleet3(self.config, self.table.client, self.table, self.log, self.clock, self.wall, self.rng,
+                             self.metrics)
         self.throughput = LeaseThroughput(int(self.config.lease.renew_interval_s * 1000))
         self.renewer = Renewer(self.renewals or self.table, self.config.lease, self.me, self.clock, random.Random(),
-                               self._renewal_attributes if self.fleet3 is not None else lambda key: {})
+                               self._renewal_attributes)
         self.view = TableView()
         self.sync = ShardSyncer(self.config, self.table, self.kinesis, self.log, self.view)
 
@@ -118,9 +118,8 @@ class LeaseCoordinator:
         return renewal_attributes(self.throughput.kbps(key, int(self.wall() * 1000)))
 
     def join_fleet(self) -> None:
-        """Start-up, with clientVersionConfig set: settle the fleet's client version, take up its role."""
-        if self.fleet3 is not None:
-            self.fleet3.join()
+        """Start-up: settle the fleet's client version (clientVersionConfig), take up its role."""
+        self.fleet3.join()
 
     @property
     def me(self) -> str:
@@ -164,8 +163,7 @@ class LeaseCoordinator:
 
     def renew(self) -> Renewal:
         """One round: every held lease renewed at once (``renewer``), then what came of each."""
-        if self.fleet3 is not None:
-            self.fleet3.tick()
+        self.fleet3.tick()
         lost: list[str] = []
         handoffs: list[str] = []
         failover_s = self.config.lease.failover_time_ms / 1000.0
@@ -256,10 +254,9 @@ class LeaseCoordinator:
 
     def scan(self) -> tuple[str, ...]:
         """One look at the table: take expired leases; steal at most once per take interval.
-        In a 3.x role (``fleet3``): take nothing, start what the leader assigned here, and
-        as the leader assign."""
-        if self.fleet3 is not None:
-            self.fleet3.follow()
+        In a 3.x role (``fleet3``): take nothing; as the leader assign; start what the leader
+        assigned here (this host's own assignments at once)."""
+        self.fleet3.follow()
         try:
             leases = {lease.key: lease for lease in self.table.list_leases()}
         except DependencyError as exc:
@@ -269,14 +266,13 @@ class LeaseCoordinator:
         for key in [key for key in self.held if key not in leases or leases[key].holder != self.me]:
             holder = leases[key].holder if key in leases else None
             self.drop(key, f"the lease table shows {holder or 'nobody'} holding it")
-        if self.fleet3 is not None and not self.fleet3.role.takes:
+        if not self.fleet3.role.takes:
             before = set(self.held)
+            leases.update(self.fleet3.lead(leases))
             self.adopt_own_leases(self.fleet3.discover(leases.values(), [*self.held, *self.incoming]),
                                   "assigned by the leader")
-            self.fleet3.lead(leases)
             return tuple(key for key in self.held if key not in before)
-        if self.fleet3 is not None:
-            self.fleet3.monitor_flip(leases)
+        self.fleet3.monitor_flip(leases)
         now = self.clock()
         self.observations = balance.observe(self.observations, leases.values(), now)
         may_steal = now - self.last_steal_at >= self.config.lease.take_interval_s
@@ -410,8 +406,7 @@ class LeaseCoordinator:
                 self.log.warning("cancelling the handoff of %s failed (%s)", key, exc)
         self.held.clear()
         self.incoming.clear()
-        if self.fleet3 is not None:
-            self.fleet3.release()
+        self.fleet3.release()
         return released
 
     def refresh(self, key: str) -> None:
