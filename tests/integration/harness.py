@@ -28,11 +28,15 @@ RECORDER = ROOT / "tests" / "processors" / "recorder.py"
 JAVA_ROWS = json.loads((ROOT / "tests" / "fixtures" / "java_kcl_3.5_rows.json").read_text())["rows"]
 
 
-def put_java_rows(dynamodb, table: str) -> list[dict]:
+def put_java_rows(dynamodb, table: str, client_version: str | None = None) -> list[dict]:
     """Put the rows of a Java KCL 3.5 fleet's lease table that are not leases (creating the
-    table first); the items as DynamoDB then returns them, to compare with later."""
+    table first); the items as DynamoDB then returns them, to compare with later.
+    ``client_version`` replaces the fixture's ``Migration3.0`` cv (CLIENT_VERSION_3X): with
+    CLIENT_VERSION_2X (a fleet rolled back) every host, Java or kcl-mp, takes by the 2.x rules."""
     LeaseTable(dynamodb, table).ensure_table()
     for item in JAVA_ROWS:
+        if client_version is not None and item["leaseKey"]["S"] == "Migration3.0":
+            item = {**item, "cv": {"S": client_version}}
         dynamodb.put_item(TableName=table, Item=item)
     return [_raw(dynamodb, table, item["leaseKey"]) for item in JAVA_ROWS]
 
@@ -78,6 +82,8 @@ def base_properties(moto_url: str, stream: str, app: str, executable: str, **mor
         "failoverTimeMillis": 6000,
         "shutdownGraceMillis": 15000,
         "metricsLevel": "NONE",
+        # Java's mode with the 2.x take and steal rules, which most tests assert (the default is 3.x).
+        "clientVersionConfig": "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X",
     }
     keys.update(more)
     return keys
