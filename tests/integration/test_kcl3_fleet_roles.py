@@ -5,7 +5,10 @@
    the 8 leases over the three hosts (spread <= 1, no host takes on its own); the leader
    SIGKILLed, another host takes the lock once its lease duration (shortened with
    kclmp.leaderLockLeaseDurationMillis: Java has no key for it) has passed and assigns the
-   dead host's leases to the survivors.
+   dead host's leases to the survivors. On the way: host-c publishes its CPU
+   (kclmp.workerMetric=CPU) beside two default-metric hosts and gets its share; the
+   followers find their leases through the lease-owner index; the leader deletes a worker
+   item older than staleWorkerMetricsEntryCleanupDuration and keeps a younger dead one.
 2. A 2.x-compatible fleet (CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X): the hosts take by the
    2.x rules and publish worker metrics; Migration3.0 flipped to CLIENT_VERSION_3X_WITH_ROLLBACK
    as the Java leader writes it: every host becomes a 3.x worker within a scan and one leads;
@@ -21,7 +24,7 @@ from collections import Counter
 import pytest
 
 from kcl_mp.embedded import ensure_stream
-from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables
+from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables, ensure_table
 
 from .harness import RECORDER, Daemon, TableMonitor, base_properties, wait_until, write_properties
 
@@ -53,6 +56,10 @@ def _balanced(monitor: TableMonitor, hosts: set[str]) -> bool:
             and all(lease.checkpoint_owner is None for lease in leases))
 
 
+def _metrics(dynamodb, table: str) -> dict[str, dict]:
+    return {item["wid"]["S"]: item for item in dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]}
+
+
 def test_kcl_mp_fleet_in_3x_mode_elects_assigns_and_fails_over(tmp_path, kinesis, dynamodb, moto_url, unique_name):
     stream, app = unique_name, unique_name + "-app"
     ensure_stream(kinesis, stream, SHARDS)
@@ -63,9 +70,15 @@ def test_kcl_mp_fleet_in_3x_mode_elects_assigns_and_fails_over(tmp_path, kinesis
     monitor = TableMonitor(dynamodb, app)
     monitor.start()
     hosts: dict[str, Daemon] = {}
+    metrics_table = f"{app}-WorkerMetricStats"
+    ensure_table(dynamodb, metrics_table, "wid")
+    for wid, age_s in (("gone-2-days", 2 * 86400), ("gone-1-hour", 3600)):
+        dynamodb.put_item(TableName=metrics_table, Item={"wid": {"S": wid}, "lut": {"N": str(int(time.time()) - age_s)},
+                                                         "sts": {"M": {}}, "opr": {"M": {}}})
     try:
         for name in ("host-a", "host-b", "host-c"):
-            hosts[name] = Daemon(props, tmp_path / f"{name}.log", "--set", f"workerId={name}", env=env)
+            cpu = ("--set", "kclmp.workerMetric=CPU") if name == "host-c" else ()
+            hosts[name] = Daemon(props, tmp_path / f"{name}.log", "--set", f"workerId={name}", *cpu, env=env)
             time.sleep(1.0)
         started = time.monotonic()
         wait_until(lambda: _balanced(monitor, set(hosts)), 60, "the leader to assign the 8 leases over 3 hosts")
@@ -81,6 +94,13 @@ def test_kcl_mp_fleet_in_3x_mode_elects_assigns_and_fails_over(tmp_path, kinesis
             assert " to hand lease " not in log  # nor steal
             assert ("is now the fleet's leader" in log) == (name == leader), name
         assert "leader: assigned lease" in hosts[leader].output()
+        for name in set(hosts) - {leader}:
+            assert "finding this worker's leases through LeaseOwnerToLeaseKeyIndex" in hosts[name].output(), name
+        wait_until(lambda: "gone-2-days" not in _metrics(dynamodb, metrics_table), 30, "the stale item deleted")
+        items = _metrics(dynamodb, metrics_table)
+        assert "gone-1-hour" in items and set(hosts) <= set(items)  # dead for less than P1D: kept
+        assert items["host-c"]["opr"] == {"M": {"C": {"L": [{"N": "100"}]}}} and items["host-c"]["sts"]["M"]["C"]["L"]
+        assert items["host-a"]["sts"] == {"M": {}}  # the default worker metric
 
         killed_at = time.monotonic()
         hosts[leader].kill()
