@@ -313,13 +313,9 @@ class LeaseCoordinator:
 
     def _index_follower(self) -> bool:
         """A 3.x follower whose lease table has an ACTIVE lease-owner index (``discovery``)."""
-        if self.fleet3 is None or self.discovery is None or self.fleet3.role.takes or self.fleet3.is_leader():
-            return False
-        try:
-            return self.discovery.usable()
-        except DependencyError as exc:
-            self.log.warning("checking the lease-owner index failed (%s); scanning", exc)
-            return False
+        fleet3 = self.fleet3
+        return (fleet3 is not None and self.discovery is not None and not fleet3.role.takes
+                and not fleet3.is_leader() and self.discovery.usable())
 
     def _discover(self) -> tuple[str, ...]:
         """The leases the leader assigned here, through the index; losses show in the renewals."""

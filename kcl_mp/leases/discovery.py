@@ -37,7 +37,10 @@ class OwnerIndexDiscovery:
     def usable(self) -> bool:
         """Whether the index is ACTIVE (one DescribeTable per call until it is; then remembered)."""
         if not self.active:
-            self.active = owner_index.index_status(self.table.client, self.table.name) == "ACTIVE"
+            try:
+                self.active = owner_index.index_status(self.table.client, self.table.name) == "ACTIVE"
+            except DependencyError as exc:
+                self.log.warning("checking the lease-owner index failed (%s); scanning", exc)
             if self.active:
                 self.log.info("finding this worker's leases through %s", owner_index.OWNER_INDEX)
         return self.active

@@ -8,8 +8,9 @@ calls it at three points and otherwise keeps its 2.x behaviour::
                (``client_version.initial``), pick the role, log it
     scan       every scan: read ``Migration3.0`` again and follow a flip or a rollback
                (``client_version.follow``, logged and counted); in a 3.x role the scan
-               takes nothing: ``discover`` lists the leases assigned to this worker, and
-               the leader runs its assignment round when due
+               takes nothing: a follower finds its leases through the owner index
+               (``discovery``), the leader scans, adopts what ``discover`` shows
+               assigned to it and runs its assignment round when due
     tick       every renewal round: the leader election's heartbeat (lock-based roles)
                and the worker-metrics item (roles that publish), each on its own period
 
