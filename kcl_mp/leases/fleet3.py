@@ -8,8 +8,9 @@ calls it at three points and otherwise keeps its 2.x behaviour::
                (``client_version.initial``), pick the role, log it
     scan       every scan: read ``Migration3.0`` again and follow a flip or a rollback
                (``client_version.follow``, logged and counted); in a 3.x role the scan
-               takes nothing: ``discover`` lists the leases assigned to this worker, and
-               the leader runs its assignment round when due
+               takes nothing: a follower finds its leases through the owner index
+               (``discovery``), the leader scans, adopts what ``discover`` shows
+               assigned to it and runs its assignment round when due
     tick       every renewal round: the leader election's heartbeat (lock-based roles)
                and the worker-metrics item (roles that publish), each on its own period
 
@@ -21,9 +22,13 @@ handoff pending longer than gracefulLeaseHandoffTimeoutMillis (its old owner die
 not answer). ``left`` (which workers a lease was moved away from) is forgotten after
 LEFT_ROUNDS rounds, so a worker can get a lease back once the fleet has changed.
 
-Worker metrics: kcl-mp publishes Java's "default worker metric" (empty ``sts``/``opr``),
-what a Java worker reports off EC2/ECS/EKS, so a leader (Java or kcl-mp) balances it by
-lease throughput and count, never by a CPU figure it cannot compare.
+Worker metrics: by default kcl-mp publishes Java's "default worker metric" (empty
+``sts``/``opr``), what a Java worker reports off EC2/ECS/EKS; ``kclmp.workerMetric=CPU``
+publishes the host's CPU with the operating range [100], what a Java worker on EC2 reports.
+A Java leader compares each metric only among the workers reporting it, so a fleet must
+report one kind (docs/kcl3-facts.md section 4); kcl-mp's leader balances a mixed fleet by
+load (``assignment``). The leader deletes stale metrics items after each round
+(``fleet_metrics``).
 """
 
 from __future__ import annotations
@@ -32,47 +37,20 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kcl_mp.aws.errors import AWS_ERRORS, translate
 from kcl_mp.config import Config
 from kcl_mp.errors import DependencyError
-from kcl_mp.leases import assignment, balance, client_version, owner_index
+from kcl_mp.leases import assignment, balance, client_version, fleet_metrics, owner_index
 from kcl_mp.leases.client_version import ClientVersion, Role
 from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables, locate
 from kcl_mp.leases.leader import LeaderElection, LeaderLock
 from kcl_mp.leases.lease import Lease
-from kcl_mp.leases.rows import WorkerMetrics, read_items
+from kcl_mp.leases.rows import WorkerMetrics
 from kcl_mp.leases.table import LeaseTable
-from kcl_mp.leases.worker_metrics import FIRST_REPORT_S, WorkerMetricsReporter
+from kcl_mp.leases.worker_metrics import CPU, FIRST_REPORT_S, WorkerMetricsReporter
 from kcl_mp.logs import ShardLog
 from kcl_mp.metrics.catalogue import Recorder
 
 LEFT_ROUNDS = 10  # rounds a handed-away-from worker stays barred from getting the lease back
-
-
-def worker_load(metrics: WorkerMetrics, now_s: float, live_s: float) -> assignment.WorkerLoad | None:
-    """A worker the leader may assign to, from its metrics item; None when it is dead (``lut``
-    older than ``live_s``) or failing (a latest value of -1). CPU is the EMA (alpha 0.5) of
-    its values ignoring -1; no CPU metric: Java's default worker (balanced by load).
-
-    >>> worker_load(WorkerMetrics("w", 100, {}, {}, None), 110, 60)
-    WorkerLoad(worker_id='w', utilisation=None, max_utilisation=100.0)
-    >>> worker_load(WorkerMetrics("w", 100, {"C": (40.0, 60.0)}, {"C": (90,)}, None), 110, 60).utilisation
-    50.0
-    >>> worker_load(WorkerMetrics("w", 100, {"C": (40.0, -1.0)}, {"C": (90,)}, None), 110, 60) is None
-    True
-    """
-    if now_s - metrics.updated_at_s > live_s:
-        return None
-    if any(values and values[-1] == -1 for values in metrics.stats.values()):
-        return None
-    cpu = [v for v in metrics.stats.get("C", ()) if v != -1]
-    if not cpu:
-        return assignment.WorkerLoad(metrics.worker_id)
-    ema = cpu[0]
-    for value in cpu[1:]:
-        ema = 0.5 * value + 0.5 * ema
-    top = metrics.operating_range.get("C", (100,))
-    return assignment.WorkerLoad(metrics.worker_id, ema, float(top[0]) if top else 100.0)
 
 
 class Fleet3:
@@ -94,6 +72,7 @@ class Fleet3:
         self.written: dict[str, int] = {}  # leases moved, not yet renewed by their new owner
         self.left: dict[str, tuple[int, set[str]]] = {}  # lease -> (round, workers handed away from)
         self.rounds = 0
+        self.metrics_rows: list[WorkerMetrics] = []  # the last round's worker-metrics items
         self.next_monitor = 0.0
         self.ready_since: float | None = None  # the flip test has held since (2.x leader, UPGRADE_FROM_2X)
         self.assignment = assignment.AssignmentSettings(
@@ -246,10 +225,15 @@ class Fleet3:
                 self.metrics.add("leader_changes", 1)
                 self.log.info("worker %s %s the fleet's leader", self.me, "is now" if leads else "is no longer")
                 self.next_round = now
-        if r.publishes_metrics and self.reporter is not None and now >= self.next_publish:
+        if not r.publishes_metrics or self.reporter is None:
+            return
+        cpu = self.settings.worker_metric == "CPU"
+        if cpu:  # a sample every renewal round; the report averages those since the last one
+            self.reporter.cpu.capture()
+        if now >= self.next_publish:
             self.next_publish = now + self.reporter.report_period_s
             try:
-                self.reporter.publish({})
+                self.reporter.publish({CPU: self.reporter.cpu.report()} if cpu else {})
             except DependencyError as exc:
                 self.log.warning("publishing worker metrics: %s", exc)
 
@@ -308,6 +292,7 @@ class Fleet3:
             assignment.AssignmentPlan(tuple(written), (), {}, ""), leases))
         if written or plan.spillover:
             self.log.info("leader: %s", plan.reason)
+        self._delete_stale()
         return written
 
     def _write(self, move: assignment.Move, seen: Lease) -> bool:
@@ -325,21 +310,19 @@ class Fleet3:
     def _workers(self) -> list[assignment.WorkerLoad]:
         """Every live worker of the fleet, Java ones included, from their metrics items."""
         assert self.tables is not None
-        table, items = self.tables.metrics_table, []
-        try:
-            for page in self.client.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
-                items.extend(page.get("Items", []))
-        except AWS_ERRORS as exc:
-            raise translate(exc, f"scanning worker metrics in {table}") from exc
-        if not self.tables.shared:  # the own table: every item is a worker's, keyed wid
-            items = [{**item, "leaseKey": item["wid"], "entityType": {"S": "WORKER_METRIC_STATS"}}
-                     for item in items if "wid" in item]
+        self.metrics_rows = fleet_metrics.read_worker_metrics(self.client, self.tables)
         live_s = 2 * self.settings.worker_metrics_reporter_freq_ms / 1000.0
-        now_s = self.wall()
-        out = []
-        for row in read_items(items).others:
-            if isinstance(row.view, WorkerMetrics):
-                load = worker_load(row.view, now_s, live_s)
-                if load is not None:
-                    out.append(load)
-        return out
+        return fleet_metrics.live_workers(self.metrics_rows, self.wall(), live_s)
+
+    def _delete_stale(self) -> None:
+        """After a round, as Java's LAM: the items not updated for staleWorkerMetricsEntryCleanupDuration."""
+        assert self.tables is not None
+        try:
+            deleted = fleet_metrics.delete_stale(self.client, self.tables, self.metrics_rows, self.wall(),
+                                                 self.settings.stale_worker_metrics_s)
+        except DependencyError as exc:
+            self.log.warning("leader: deleting stale worker metrics: %s", exc)
+            return
+        if deleted:
+            self.log.info("leader: deleted the worker metrics of %s (not updated for %.0f s)",
+                          ", ".join(deleted), self.settings.stale_worker_metrics_s)

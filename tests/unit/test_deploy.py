@@ -145,6 +145,7 @@ FEATURES = {
     "leases.coordinator_state": ("kcl3",),
     "leases.leader": ("kcl3",),
     "leases.worker_metrics": ("kcl3",),
+    "leases.fleet_metrics": ("kcl3",),
     "leases.owner_index": ("kcl3",),
 }
 
