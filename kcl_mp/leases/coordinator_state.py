@@ -128,9 +128,11 @@ class CoordinatorStateStore:
     """The coordinator-state rows of one application, wherever ``tables`` puts them."""
 
     def __init__(self, client: Any, tables: StateTables, worker_id: str,
-                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 reads: tuple[StateTables, ...] = ()):
         self.client = client
         self.tables = tables
+        self.reads = reads or (tables,)  # in order, the first that has the row (3.5 before COMPLETE: own, lease)
         self.worker_id = worker_id
         self.clock_ms = clock_ms
 
@@ -143,11 +145,17 @@ class CoordinatorStateStore:
         return False if self.tables.shared else ensure_table(self.client, self.table, self.tables.coordinator_key)
 
     def get(self, key: str) -> dict[str, Any] | None:
-        try:
-            return self.client.get_item(TableName=self.table, Key={self.tables.coordinator_key: {"S": key}},
-                                        ConsistentRead=True).get("Item")
-        except AWS_ERRORS as exc:
-            raise translate(exc, f"reading {key} in {self.table}") from exc
+        for tables in self.reads:
+            try:
+                item = self.client.get_item(TableName=tables.coordinator_table,
+                                            Key={tables.coordinator_key: {"S": key}}, ConsistentRead=True).get("Item")
+            except AWS_ERRORS as exc:
+                if error_code(exc) == "ResourceNotFoundException" and tables != self.tables:
+                    continue  # a table read besides the own one may not exist (Java's disabled delegate)
+                raise translate(exc, f"reading {key} in {tables.coordinator_table}") from exc
+            if item:
+                return item
+        return None
 
     def client_version(self) -> CoordinatorState | None:
         """The ``Migration3.0`` state, or None when no worker has written it yet."""

@@ -32,16 +32,16 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kcl_mp.aws.errors import AWS_ERRORS, translate
 from kcl_mp.config import Config
 from kcl_mp.errors import DependencyError
 from kcl_mp.leases import assignment, balance, client_version, owner_index
 from kcl_mp.leases.client_version import ClientVersion, Role
-from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables, locate
+from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables
 from kcl_mp.leases.leader import LeaderElection, LeaderLock
 from kcl_mp.leases.lease import Lease
-from kcl_mp.leases.rows import WorkerMetrics, read_items
+from kcl_mp.leases.rows import WorkerMetrics
 from kcl_mp.leases.table import LeaseTable
+from kcl_mp.leases.table_migration_io import TableMigrator
 from kcl_mp.leases.worker_metrics import FIRST_REPORT_S, WorkerMetricsReporter
 from kcl_mp.logs import ShardLog
 from kcl_mp.metrics.catalogue import Recorder
@@ -88,6 +88,12 @@ class Fleet3:
         self.store: CoordinatorStateStore | None = None
         self.election: LeaderElection | None = None
         self.reporter: WorkerMetricsReporter | None = None
+        self.migration = TableMigrator(client, config.application_name, config.lease.table_name, self.me,
+                                       migrate_all=self.settings.migrate_all_entities_to_lease_table,
+                                       complete_bake_s=self.settings.table_migration_complete_bake_s,
+                                       coordinator_table=self.settings.coordinator_state_table_name,
+                                       metrics_table=self.settings.worker_metrics_table_name,
+                                       clock_ms=lambda: int(self.wall() * 1000))
         self.next_check = self.next_publish = self.next_round = 0.0
         self.observations: dict[str, balance.Observation] = {}
         self.handoff_seen: dict[str, float] = {}  # lease -> when the leader first saw its handoff pending
@@ -122,25 +128,37 @@ class Fleet3:
     # -- start-up ---------------------------------------------------------------------
 
     def join(self) -> None:
-        """Locate and create the state tables, settle ``Migration3.0``, take up the role."""
-        lease = self.config.lease
-        self.tables = locate(self.client, self.config.application_name, lease.table_name,
-                             coordinator_table=self.settings.coordinator_state_table_name,
-                             metrics_table=self.settings.worker_metrics_table_name)
-        self.store = CoordinatorStateStore(self.client, self.tables, self.me, lambda: int(self.wall() * 1000))
+        """Settle the table migration, create the own tables where needed, settle ``Migration3.0``, take up the role."""
+        self.migration.start()
+        self._place()
+        assert self.store is not None and self.tables is not None
         if self.store.ensure_table():
             self.log.info("created coordinator-state table %s", self.tables.coordinator_table)
         config = self.settings.client_version_config or client_version.CONFIG_3X
         state = self.store.initialise_client_version(config)
         self.version = client_version.parse(state.value) if state is not None else ClientVersion.INIT
-        self.election = LeaderElection(LeaderLock(self.client, self.tables, self.me,
-                                                  self.settings.leader_lease_duration_ms))
-        self.reporter = WorkerMetricsReporter(self.client, self.tables, self.me,
-                                              report_period_s=self.settings.worker_metrics_reporter_freq_ms / 1000.0,
-                                              clock=self.clock, wall=self.wall)
+        self.log.info("table migration %s: state written to %s", self.migration.local, self.tables.coordinator_table)
         self.log.info("client version %s (created by %s): %s", self.version.value,
                       state.modified_by if state is not None else "nobody", self._describe())
         self._enter(first=True)
+
+    def _place(self) -> None:
+        """The state store, the election and the reporter where the table migration puts them."""
+        m = self.migration
+        self.tables = m.writes
+        self.store = CoordinatorStateStore(self.client, m.writes, self.me, lambda: int(self.wall() * 1000), m.reads)
+        self.election = LeaderElection(LeaderLock(self.client, m.lock, self.me, self.settings.leader_lease_duration_ms))
+        self.reporter = WorkerMetricsReporter(self.client, m.writes, self.me,
+                                              report_period_s=self.settings.worker_metrics_reporter_freq_ms / 1000.0,
+                                              clock=self.clock, wall=self.wall)
+
+    def _relocate(self, why: str) -> None:
+        """TableMigration3.5 is COMPLETE: release the own table's lock; from now on everything is in the lease table."""
+        self.release()
+        self._place()
+        self.log.warning("table migration COMPLETE (%s): coordinator state, leader lock and worker metrics "
+                         "now in lease table %s", why, self.migration.lease.coordinator_table)
+        self._enter()
 
     def _describe(self) -> str:
         r = self.role
@@ -167,6 +185,11 @@ class Fleet3:
 
     def follow(self) -> bool:
         """Read ``Migration3.0`` and move with a flip or a rollback; whether the role changed."""
+        try:
+            if self.migration.refresh():
+                self._relocate("read")
+        except DependencyError as exc:
+            self.log.warning("reading the table migration status failed (%s)", exc)
         assert self.store is not None
         try:
             seen = self.store.client_version()
@@ -308,7 +331,21 @@ class Fleet3:
             assignment.AssignmentPlan(tuple(written), (), {}, ""), leases))
         if written or plan.spillover:
             self.log.info("leader: %s", plan.reason)
+        self._migrate({seen.owner for seen in leases.values() if seen.owner}, renewing)
         return written
+
+    def _migrate(self, owners: set[str], unexpired: set[str]) -> None:
+        """The table migration's leader step, from what this round saw."""
+        try:
+            step = self.migration.lead(owners, unexpired, self.wall(), self.settings.worker_metrics_reporter_freq_ms
+                                       / 1000.0)
+        except DependencyError as exc:
+            self.log.warning("table migration: %s", exc)
+            return
+        if step.kind != "none":
+            self.log.warning("table migration: %s %s (%s)", step.kind, step.status or "", step.why)
+        if step.kind == "complete":
+            self._relocate("by this leader" if step.status else step.why)
 
     def _write(self, move: assignment.Move, seen: Lease) -> bool:
         try:
@@ -323,23 +360,9 @@ class Fleet3:
         return True
 
     def _workers(self) -> list[assignment.WorkerLoad]:
-        """Every live worker of the fleet, Java ones included, from their metrics items."""
-        assert self.tables is not None
-        table, items = self.tables.metrics_table, []
-        try:
-            for page in self.client.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
-                items.extend(page.get("Items", []))
-        except AWS_ERRORS as exc:
-            raise translate(exc, f"scanning worker metrics in {table}") from exc
-        if not self.tables.shared:  # the own table: every item is a worker's, keyed wid
-            items = [{**item, "leaseKey": item["wid"], "entityType": {"S": "WORKER_METRIC_STATS"}}
-                     for item in items if "wid" in item]
+        """Every live worker of the fleet, Java ones included, from their metrics items (each
+        table the table migration reads)."""
         live_s = 2 * self.settings.worker_metrics_reporter_freq_ms / 1000.0
         now_s = self.wall()
-        out = []
-        for row in read_items(items).others:
-            if isinstance(row.view, WorkerMetrics):
-                load = worker_load(row.view, now_s, live_s)
-                if load is not None:
-                    out.append(load)
-        return out
+        loads = (worker_load(metrics, now_s, live_s) for metrics in self.migration.worker_metrics())
+        return [load for load in loads if load is not None]
