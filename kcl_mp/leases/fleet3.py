@@ -3,10 +3,12 @@
 Built only when ``clientVersionConfig`` is set (``Kcl3Settings``); the lease coordinator
 calls it at three points and otherwise keeps its 2.x behaviour::
 
-    join       start-up: locate the state tables (``coordinator_state.locate``), create the
-               own ones as a Java worker does, settle ``Migration3.0`` for the config
+    join       start-up: settle KCL 3.5's table migration (``table_migration_io``: where the
+               state and metrics are read and written), create the own tables where a
+               Java worker would, settle ``Migration3.0`` for the config
                (``client_version.initial``), pick the role, log it
-    scan       every scan: read ``Migration3.0`` again and follow a flip or a rollback
+    scan       every scan: read ``TableMigration3.5`` until COMPLETE (then everything moves
+               to the lease table), read ``Migration3.0`` again and follow a flip or a rollback
                (``client_version.follow``, logged and counted); in a 3.x role the scan
                takes nothing: ``discover`` lists the leases assigned to this worker, and
                the leader runs its assignment round when due
