@@ -152,9 +152,13 @@ class TableMigrator:
         return step if done else tm.NONE
 
     def worker_metrics(self) -> list[WorkerMetrics]:
-        """Every worker's metrics from each table read (the newest ``lut`` per worker)."""
+        """Every worker's metrics from each table read (the newest ``lut`` per worker). With
+        no stored status no worker can be writing to the lease table (only PENDING and COMPLETE
+        do), so that scan of the whole lease table is saved, where Java reads it anyway."""
         self.scan = Scan()
         for tables in self.reads:
+            if tables.shared and not self.complete and self.stored is None:
+                continue
             items = _scan(self.client, tables.metrics_table)
             if not tables.shared:
                 items = [{**item, LEASE_KEY: item["wid"], ENTITY_TYPE: {"S": WORKER_METRIC_STATS}}
