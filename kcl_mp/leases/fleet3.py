@@ -139,7 +139,8 @@ class Fleet3:
         config = self.settings.client_version_config or client_version.CONFIG_3X
         state = self.store.initialise_client_version(config)
         self.version = client_version.parse(state.value) if state is not None else ClientVersion.INIT
-        self.log.info("table migration %s: state written to %s", self.migration.local, self.tables.coordinator_table)
+        self.log.info("table migration %s: coordinator state and worker metrics written to %s",
+                      self.migration.local, self.tables.coordinator_table)
         self.log.info("client version %s (created by %s): %s", self.version.value,
                       state.modified_by if state is not None else "nobody", self._describe())
         self._enter(first=True)
@@ -338,9 +339,9 @@ class Fleet3:
 
     def _migrate(self, owners: set[str], unexpired: set[str]) -> None:
         """The table migration's leader step, from what this round saw."""
+        period_s = self.settings.worker_metrics_reporter_freq_ms / 1000.0
         try:
-            step = self.migration.lead(owners, unexpired, self.wall(), self.settings.worker_metrics_reporter_freq_ms
-                                       / 1000.0)
+            step = self.migration.lead(owners, unexpired, self.wall(), period_s)
         except DependencyError as exc:
             self.log.warning("table migration: %s", exc)
             return
