@@ -346,7 +346,7 @@ class Fleet3:
             self.log.warning("table migration: %s", exc)
             return
         if step.kind != "none":
-            self.log.warning("table migration: %s %s (%s)", step.kind, step.status or "", step.why)
+            self.log.info("table migration: %s %s (%s)", step.kind, step.status or "", step.why)
         if step.kind == "complete":
             self._relocate("by this leader" if step.status else step.why)
 
