@@ -164,9 +164,11 @@ KEYS: tuple[Key, ...] = (
     _ignored("leaseTableScanTotalSegments", integer(1, INT_MAX), "parallel scan segments", _JAVA),
     _ignored("schedulerInitializationBackoffTimeMillis", integer(0), "start-up retry backoff", _JAVA),
     _ignored("shardPrioritization", text, "shard order", "not settable from text in Java either"),
-    _k("migrateAllEntitiesToLeaseTable", boolean, False, "KCL 3.5 table layout (read: state in the lease table "
-       "once its TableMigration3.5 row says COMPLETE, whatever this says)", "kcl3.migrate_all_entities_to_lease_table"),
-    _ignored("tableMigrationCompleteBakeTimeSeconds", integer(0), "KCL 3.5 migration", _KCL3),
+    _k("migrateAllEntitiesToLeaseTable", boolean, False, "KCL 3.5 table migration phase 2: state and worker "
+       "metrics written to the lease table, the leader moves the rest (COMPLETE overrides it)",
+       "kcl3.migrate_all_entities_to_lease_table"),
+    _k("tableMigrationCompleteBakeTimeSeconds", integer(0), 86400, "KCL 3.5 table migration: PENDING held this long "
+       "before COMPLETE (clamped to 3600..604800 as Java)", "kcl3.table_migration_complete_bake_s"),
     _ignored("logWarningForTaskAfterMillis", integer(0), "slow task warning", _JAVA),
     _ignored("maxActiveThreads", integer(-INT_MAX - 1, INT_MAX), "Java child I/O thread pool", _JAVA),
     _ignored("validateSequenceNumberBeforeCheckpointing", boolean, "1.x feature",

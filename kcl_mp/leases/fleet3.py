@@ -3,10 +3,12 @@
 Built only when ``clientVersionConfig`` is set (``Kcl3Settings``); the lease coordinator
 calls it at three points and otherwise keeps its 2.x behaviour::
 
-    join       start-up: locate the state tables (``coordinator_state.locate``), create the
-               own ones as a Java worker does, settle ``Migration3.0`` for the config
+    join       start-up: settle KCL 3.5's table migration (``table_migration_io``: where the
+               state and metrics are read and written), create the own tables where a
+               Java worker would, settle ``Migration3.0`` for the config
                (``client_version.initial``), pick the role, log it
-    scan       every scan: read ``Migration3.0`` again and follow a flip or a rollback
+    scan       every scan: read ``TableMigration3.5`` until COMPLETE (then everything moves
+               to the lease table), read ``Migration3.0`` again and follow a flip or a rollback
                (``client_version.follow``, logged and counted); in a 3.x role the scan
                takes nothing: a follower finds its leases through the owner index
                (``discovery``), the leader scans, adopts what ``discover`` shows
@@ -41,11 +43,12 @@ from kcl_mp.config import Config
 from kcl_mp.errors import DependencyError
 from kcl_mp.leases import assignment, balance, client_version, fleet_metrics, owner_index
 from kcl_mp.leases.client_version import ClientVersion, Role
-from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables, locate
+from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables
 from kcl_mp.leases.leader import LeaderElection, LeaderLock
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.rows import WorkerMetrics
 from kcl_mp.leases.table import LeaseTable
+from kcl_mp.leases.table_migration_io import TableMigrator
 from kcl_mp.leases.worker_metrics import CPU, FIRST_REPORT_S, WorkerMetricsReporter
 from kcl_mp.logs import ShardLog
 from kcl_mp.metrics.catalogue import Recorder
@@ -66,6 +69,12 @@ class Fleet3:
         self.store: CoordinatorStateStore | None = None
         self.election: LeaderElection | None = None
         self.reporter: WorkerMetricsReporter | None = None
+        self.migration = TableMigrator(client, config.application_name, config.lease.table_name, self.me,
+                                       migrate_all=self.settings.migrate_all_entities_to_lease_table,
+                                       complete_bake_s=self.settings.table_migration_complete_bake_s,
+                                       coordinator_table=self.settings.coordinator_state_table_name,
+                                       metrics_table=self.settings.worker_metrics_table_name,
+                                       clock_ms=lambda: int(self.wall() * 1000))
         self.next_check = self.next_publish = self.next_round = 0.0
         self.observations: dict[str, balance.Observation] = {}
         self.handoff_seen: dict[str, float] = {}  # lease -> when the leader first saw its handoff pending
@@ -101,25 +110,38 @@ class Fleet3:
     # -- start-up ---------------------------------------------------------------------
 
     def join(self) -> None:
-        """Locate and create the state tables, settle ``Migration3.0``, take up the role."""
-        lease = self.config.lease
-        self.tables = locate(self.client, self.config.application_name, lease.table_name,
-                             coordinator_table=self.settings.coordinator_state_table_name,
-                             metrics_table=self.settings.worker_metrics_table_name)
-        self.store = CoordinatorStateStore(self.client, self.tables, self.me, lambda: int(self.wall() * 1000))
+        """Settle the table migration, create the own tables where needed, settle ``Migration3.0``, take up the role."""
+        self.migration.start()
+        self._place()
+        assert self.store is not None and self.tables is not None
         if self.store.ensure_table():
             self.log.info("created coordinator-state table %s", self.tables.coordinator_table)
         config = self.settings.client_version_config or client_version.CONFIG_3X
         state = self.store.initialise_client_version(config)
         self.version = client_version.parse(state.value) if state is not None else ClientVersion.INIT
-        self.election = LeaderElection(LeaderLock(self.client, self.tables, self.me,
-                                                  self.settings.leader_lease_duration_ms))
-        self.reporter = WorkerMetricsReporter(self.client, self.tables, self.me,
-                                              report_period_s=self.settings.worker_metrics_reporter_freq_ms / 1000.0,
-                                              clock=self.clock, wall=self.wall)
+        self.log.info("table migration %s: coordinator state and worker metrics written to %s",
+                      self.migration.local, self.tables.coordinator_table)
         self.log.info("client version %s (created by %s): %s", self.version.value,
                       state.modified_by if state is not None else "nobody", self._describe())
         self._enter(first=True)
+
+    def _place(self) -> None:
+        """The state store, the election and the reporter where the table migration puts them."""
+        m = self.migration
+        self.tables = m.writes
+        self.store = CoordinatorStateStore(self.client, m.writes, self.me, lambda: int(self.wall() * 1000), m.reads)
+        self.election = LeaderElection(LeaderLock(self.client, m.lock, self.me, self.settings.leader_lease_duration_ms))
+        self.reporter = WorkerMetricsReporter(self.client, m.writes, self.me,
+                                              report_period_s=self.settings.worker_metrics_reporter_freq_ms / 1000.0,
+                                              clock=self.clock, wall=self.wall)
+
+    def _relocate(self, why: str) -> None:
+        """TableMigration3.5 is COMPLETE: release the own table's lock; from now on everything is in the lease table."""
+        self.release()
+        self._place()
+        self.log.warning("table migration COMPLETE (%s): coordinator state, leader lock and worker metrics "
+                         "now in lease table %s", why, self.migration.lease.coordinator_table)
+        self._enter()
 
     def _describe(self) -> str:
         r = self.role
@@ -146,6 +168,11 @@ class Fleet3:
 
     def follow(self) -> bool:
         """Read ``Migration3.0`` and move with a flip or a rollback; whether the role changed."""
+        try:
+            if self.migration.refresh():
+                self._relocate("read")
+        except DependencyError as exc:
+            self.log.warning("reading the table migration status failed (%s)", exc)
         assert self.store is not None
         try:
             seen = self.store.client_version()
@@ -293,7 +320,21 @@ class Fleet3:
         if written or plan.spillover:
             self.log.info("leader: %s", plan.reason)
         self._delete_stale()
+        self._migrate({seen.owner for seen in leases.values() if seen.owner}, renewing)
         return written
+
+    def _migrate(self, owners: set[str], unexpired: set[str]) -> None:
+        """The table migration's leader step, from what this round saw."""
+        period_s = self.settings.worker_metrics_reporter_freq_ms / 1000.0
+        try:
+            step = self.migration.lead(owners, unexpired, self.wall(), period_s)
+        except DependencyError as exc:
+            self.log.warning("table migration: %s", exc)
+            return
+        if step.kind != "none":
+            self.log.info("table migration: %s %s (%s)", step.kind, step.status or "", step.why)
+        if step.kind == "complete":
+            self._relocate("by this leader" if step.status else step.why)
 
     def _write(self, move: assignment.Move, seen: Lease) -> bool:
         try:
@@ -308,14 +349,15 @@ class Fleet3:
         return True
 
     def _workers(self) -> list[assignment.WorkerLoad]:
-        """Every live worker of the fleet, Java ones included, from their metrics items."""
-        assert self.tables is not None
-        self.metrics_rows = fleet_metrics.read_worker_metrics(self.client, self.tables)
+        """Every live worker of the fleet, Java ones included, from their metrics items (each
+        table the table migration reads)."""
+        self.metrics_rows = self.migration.worker_metrics()
         live_s = 2 * self.settings.worker_metrics_reporter_freq_ms / 1000.0
         return fleet_metrics.live_workers(self.metrics_rows, self.wall(), live_s)
 
     def _delete_stale(self) -> None:
-        """After a round, as Java's LAM: the items not updated for staleWorkerMetricsEntryCleanupDuration."""
+        """After a round, as Java's LAM: the items not updated for staleWorkerMetricsEntryCleanupDuration
+        (in the table this worker writes; an item only in the other one fails its condition)."""
         assert self.tables is not None
         try:
             deleted = fleet_metrics.delete_stale(self.client, self.tables, self.metrics_rows, self.wall(),

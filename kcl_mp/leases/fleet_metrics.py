@@ -61,6 +61,8 @@ def read_worker_metrics(client: Any, tables: StateTables) -> list[WorkerMetrics]
         for page in client.get_paginator("scan").paginate(**kwargs):
             items.extend(page.get("Items", []))
     except AWS_ERRORS as exc:
+        if error_code(exc) == "ResourceNotFoundException" and not tables.shared:
+            return []  # an own table that does not exist holds nothing (Java's disabled delegate)
         raise translate(exc, f"scanning worker metrics in {table}") from exc
     if not tables.shared:  # the own table: every item is a worker's, keyed wid
         items = [{**item, LEASE_KEY: item["wid"], ENTITY_TYPE: {"S": WORKER_METRIC_STATS}}
