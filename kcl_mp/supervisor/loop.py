@@ -152,7 +152,7 @@ class Supervisor:
                 due["renew"] = now + lease_settings.renew_interval_s
             if now >= due["scan"]:
                 self.leases.scan()
-                due["scan"] = self.clock() + lease_settings.watch_interval_s
+                due["scan"] = self.clock() + self.leases.scan_interval_s()
             if now >= due["sync"]:
                 self._after_sync(self.leases.sync.audit(), self.clock())
             if now >= due["parents"]:
