@@ -94,6 +94,8 @@ class Fleet3:
         self.written: dict[str, int] = {}  # leases moved, not yet renewed by their new owner
         self.left: dict[str, tuple[int, set[str]]] = {}  # lease -> (round, workers handed away from)
         self.rounds = 0
+        self.reported: dict[str, float] = {}  # worker -> its metrics item's lut, the last round
+        self.gone: dict[str, float] = {}  # worker seen with every lease expired -> its lut then
         self.next_monitor = 0.0
         self.ready_since: float | None = None  # the flip test has held since (2.x leader, UPGRADE_FROM_2X)
         self.assignment = assignment.AssignmentSettings(
@@ -286,9 +288,15 @@ class Fleet3:
         # A worker renewing its leases is alive whatever its metrics item says (a late report, a
         # restarted Java worker's first one): moving its leases now would only move them back.
         live = {w.worker_id for w in workers}
-        renewing = {load.owner for load in assignment.lease_loads(leases.values(), self.observations, now,
-                                                                  lease.failover_time_ms / 1000.0)
-                    if load.owner and not load.expired}
+        seen = assignment.lease_loads(leases.values(), self.observations, now, lease.failover_time_ms / 1000.0)
+        renewing = {load.owner for load in seen if load.owner and not load.expired}
+        # A worker that let every lease it owns expire has stopped, whatever its metrics item
+        # (a stopped Java worker's stays live for 2 report periods): nothing goes to it until
+        # it reports again.
+        for owner in {load.owner for load in seen if load.owner and load.expired} - renewing - {self.me}:
+            self.gone.setdefault(owner, self.reported.get(owner, 0.0))
+        self.gone = {w: lut for w, lut in self.gone.items() if self.reported.get(w, 0.0) <= lut}
+        workers = [w for w in workers if w.worker_id not in self.gone]
         workers += [assignment.WorkerLoad(owner) for owner in sorted((renewing | {self.me}) - live)]
         # Leases pending a handoff stay out of the round until it ends or times out (above), as in
         # Java: reassigning one whose new owner looks dead for a moment only moves it back later.
@@ -301,8 +309,8 @@ class Fleet3:
         for move in plan.moves:
             if self._write(move, leases[move.key]):
                 written.append(move)
-                if move.owner and move.owner != move.to:  # never back to it for LEFT_ROUNDS rounds
-                    self.left.setdefault(move.key, (self.rounds, set()))[1].add(move.owner)
+                if move.owner and move.owner != move.to:  # never back to it for LEFT_ROUNDS rounds from now
+                    self.left[move.key] = (self.rounds, {*self.left.get(move.key, (0, set()))[1], move.owner})
         self.written = {k: c for k, c in self.written.items() if k in unstarted}
         self.written.update(assignment.written_counters(
             assignment.AssignmentPlan(tuple(written), (), {}, ""), leases))
@@ -339,6 +347,7 @@ class Fleet3:
         out = []
         for row in read_items(items).others:
             if isinstance(row.view, WorkerMetrics):
+                self.reported[row.view.worker_id] = row.view.updated_at_s
                 load = worker_load(row.view, now_s, live_s)
                 if load is not None:
                     out.append(load)
