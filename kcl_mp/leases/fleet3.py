@@ -304,8 +304,9 @@ class Fleet3:
                                                          lease.failover_time_ms / 1000.0) if not load.handing_over]
         unstarted = assignment.settling(self.written, leases)
         self.left = {k: v for k, v in self.left.items() if self.rounds - v[0] < LEFT_ROUNDS and k in leases}
+        # leases moved within LEFT_ROUNDS rounds count at the average throughput (a catch-up burst)
         plan = assignment.plan_assignment(loads, workers, self.assignment, self.rng, unstarted,
-                                          {k: frozenset(v[1]) for k, v in self.left.items()})
+                                          {k: frozenset(v[1]) for k, v in self.left.items()}, set(self.left))
         for move in plan.moves:
             if self._write(move, leases[move.key]):
                 written.append(move)
