@@ -115,7 +115,7 @@ def judge(f: Findings) -> None:
     assert any(owner is None for at, owner in f.leaders() if phases["java_stopping"] <= at <= phases["java_stopped"])
     java_leases = {shard for shard, owner in f.owners_at(phases["java_stopping"]).items() if owner == JAVA}
     assert "kclmp_leads" in phases, f"no kcl-mp host took the leader lock after {JAVA} stopped{runner}"
-    took_lock, leader = next((at, owner) for at, owner in f.leaders() if owner in KCLMP and at >= phases["java_stopped"])
+    took_lock, leader = next((at, owner) for at, owner in f.leaders() if owner in KCLMP and at >= phases["java_stopping"])
     to_leader = took_lock - phases["java_stopping"]
     assert to_leader <= LOCK_LEASE_S, to_leader
     assert "taken_over" in phases, f"the kcl-mp hosts never held all 8 leases{runner}"
@@ -170,7 +170,7 @@ def judge(f: Findings) -> None:
     assert f.result["backwards"] == [], f.result["backwards"]
     exits = f.result["exits"]
     assert exits == {**{f"{JAVA}.{run}": 143 for run in (1, 2)}, **{f"{host}.1": 0 for host in KCLMP}}, exits
-    print(f"a kcl-mp host led {to_leader:.1f} s after {JAVA} was stopped; {len(f.result['puts'])} records, "
+    print(f"a kcl-mp host led {to_leader:.1f} s after {JAVA} got SIGTERM; {len(f.result['puts'])} records, "
           f"per host {delivered_by(f.entries)}; {len(handed)} resumes; longest overlap {overlap:.1f} s ({shard})")
 
 
