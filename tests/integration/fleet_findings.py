@@ -183,7 +183,7 @@ def moved_back(history: dict[str, list], since: float, until: float, within_s: f
 
 def moves(history: dict[str, list], since: float, until: float) -> list[str]:
     """Every change of a lease's owner to another worker in [since, until]."""
-    found = []
+    found: list[str] = []
     for shard, spans in holdings(history, until).items():
         held = [(at, owner) for at, _, owner in spans if owner is not None]
         found.extend(f"{shard}: {a} -> {b}" for (_, a), (at, b) in pairwise(held) if a != b and since <= at <= until)
