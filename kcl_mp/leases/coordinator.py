@@ -257,6 +257,13 @@ class LeaseCoordinator:
 
     # -- taking and stealing ----------------------------------------------------------
 
+    def scan_interval_s(self) -> float:
+        """How long until the next scan: the watch interval, or leaseAssignmentIntervalMillis
+        when this host leads a 3.x fleet and that is shorter (the leader's round runs in the
+        scan, and Java's runs every interval)."""
+        watch = self.config.lease.watch_interval_s
+        return min(watch, self.fleet3.interval_s) if self.fleet3 is not None and self.fleet3.is_leader() else watch
+
     def scan(self) -> tuple[str, ...]:
         """One look at the table: take expired leases; steal at most once per take interval.
         In a 3.x role (``fleet3``): take nothing, start what the leader assigned here, and
