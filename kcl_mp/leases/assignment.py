@@ -143,9 +143,10 @@ def _weights(leases: Sequence[LeaseLoad], unmeasured: Set[str] = frozenset()) ->
 
 def _banded(kbps: float, average: float) -> float:
     """``kbps`` as the average times the nearest power of two."""
-    if kbps <= 0 or average <= 0:
-        return max(kbps, 0.0)
-    return average * 2.0 ** round(math.log2(kbps / average))
+    ratio = kbps / average if average > 0 else 0.0
+    if ratio <= 0:  # nothing measured, or too small to divide (a denormal): no load of its own
+        return max(kbps, 0.0) if average <= 0 else 0.0
+    return average * 2.0 ** round(math.log2(ratio))
 
 
 def _capacities(workers: Sequence[WorkerLoad], load: Mapping[str, float],
