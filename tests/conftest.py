@@ -45,6 +45,24 @@ def unique_name():
     return "t" + uuid.uuid4().hex[:12]
 
 
+@pytest.fixture
+def java_rows(dynamodb):
+    """``java_rows(table)`` puts a Java KCL 3.5 fleet's rows that are not leases into the lease
+    table (tests/integration/harness.put_java_rows); at teardown each must be byte for byte
+    what it was, raw attribute values and types included."""
+    from tests.integration.harness import assert_java_rows_untouched, put_java_rows
+
+    placed: dict[str, list[dict]] = {}
+
+    def put(table: str) -> list[dict]:
+        placed[table] = put_java_rows(dynamodb, table)
+        return placed[table]
+
+    yield put
+    for table, before in placed.items():
+        assert_java_rows_untouched(dynamodb, table, before)
+
+
 @pytest.fixture(scope="session")
 def kinesis_mock_url(tmp_path_factory):
     from tests.integration.kinesis_mock import start_kinesis_mock

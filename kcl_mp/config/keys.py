@@ -164,9 +164,11 @@ KEYS: tuple[Key, ...] = (
     _ignored("leaseTableScanTotalSegments", integer(1, INT_MAX), "parallel scan segments", _JAVA),
     _ignored("schedulerInitializationBackoffTimeMillis", integer(0), "start-up retry backoff", _JAVA),
     _ignored("shardPrioritization", text, "shard order", "not settable from text in Java either"),
-    _k("migrateAllEntitiesToLeaseTable", boolean, False, "KCL 3.5 table layout (read: state in the lease table "
-       "once its TableMigration3.5 row says COMPLETE, whatever this says)", "kcl3.migrate_all_entities_to_lease_table"),
-    _ignored("tableMigrationCompleteBakeTimeSeconds", integer(0), "KCL 3.5 migration", _KCL3),
+    _k("migrateAllEntitiesToLeaseTable", boolean, False, "KCL 3.5 table migration phase 2: state and worker "
+       "metrics written to the lease table, the leader moves the rest (COMPLETE overrides it)",
+       "kcl3.migrate_all_entities_to_lease_table"),
+    _k("tableMigrationCompleteBakeTimeSeconds", integer(0), 86400, "KCL 3.5 table migration: PENDING held this long "
+       "before COMPLETE (clamped to 3600..604800 as Java)", "kcl3.table_migration_complete_bake_s"),
     _ignored("logWarningForTaskAfterMillis", integer(0), "slow task warning", _JAVA),
     _ignored("maxActiveThreads", integer(-INT_MAX - 1, INT_MAX), "Java child I/O thread pool", _JAVA),
     _ignored("validateSequenceNumberBeforeCheckpointing", boolean, "1.x feature",
@@ -206,7 +208,9 @@ KEYS: tuple[Key, ...] = (
     _ignored("allowThroughputOvershoot", boolean, "overshoot allowed", _KCL3),
     _ignored("varianceBalancingFrequency", integer(1, INT_MAX), "rebalance period", _KCL3),
     _ignored("workerMetricsEMAAlpha", decimal(0), "smoothing factor", _KCL3),
-    _ignored("staleWorkerMetricsEntryCleanupDuration", duration, "stale entry cleanup", _KCL3),
+    _k("staleWorkerMetricsEntryCleanupDuration", duration, 86400.0,
+       "3.x leader: delete worker-metrics items not updated for this long (ISO-8601, P1D)",
+       "kcl3.stale_worker_metrics_s"),
     # kcl-mp's own keys: the Java daemon has no equivalent (it exits on any processor failure)
     _k(_KCLMP + "processorFailure", choice("RESTART", "EXIT"), "RESTART",
        "RESTART: a failed processor costs only its shard; EXIT: stop the host with status 1, as Java does",
@@ -226,6 +230,10 @@ KEYS: tuple[Key, ...] = (
     _k(_KCLMP + "leaderLockLeaseDurationMillis", integer(1000), 120000,
        "3.x leader lock's lease duration, heartbeat a quarter of it (Java: 120000, no key)",
        "kcl3.leader_lease_duration_ms"),
+    _k(_KCLMP + "workerMetric", choice("DEFAULT", "CPU"), "DEFAULT",
+       "3.x worker metric published: DEFAULT (none, as a Java worker off EC2/ECS/EKS) or CPU (/proc/stat, "
+       "as a Java worker on EC2); match the fleet's Java workers (docs/kcl3-facts.md section 4)",
+       "kcl3.worker_metric"),
     _k(_KCLMP + "metricsAddress", text, "0.0.0.0", "the address that port listens on", "metrics.address"),
 )
 

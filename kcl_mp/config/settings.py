@@ -121,7 +121,10 @@ class Kcl3Settings:
     worker_metrics_table_name: str | None = None  # None: <app>-WorkerMetricStats
     worker_metrics_reporter_freq_ms: int = 30000
     migrate_all_entities_to_lease_table: bool = False
+    table_migration_complete_bake_s: int = 86400  # tableMigrationCompleteBakeTimeSeconds (Java clamps it)
     leader_lease_duration_ms: int = 120000  # kclmp.leaderLockLeaseDurationMillis (Java has no key)
+    stale_worker_metrics_s: float = 86400.0  # staleWorkerMetricsEntryCleanupDuration (P1D)
+    worker_metric: str = "DEFAULT"  # kclmp.workerMetric: DEFAULT (empty sts/opr) or CPU
 
     @property
     def heartbeat_s(self) -> float:

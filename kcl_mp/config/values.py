@@ -128,10 +128,18 @@ def tags(value: str) -> tuple[tuple[str, str], ...]:
     return tuple((k, v) for k, _, v in pairs)
 
 
-def duration(value: str) -> str:
-    if not re.fullmatch(r"P(?=\d|T\d)(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?", value.upper()):
+def duration(value: str) -> float:
+    """An ISO-8601 duration (java.time.Duration's days-to-seconds form) in seconds.
+
+    >>> duration("P1D"), duration("pt1h30m"), duration("PT0.5S")
+    (86400.0, 5400.0, 0.5)
+    """
+    match = re.fullmatch(r"P(?=\d|T\d)(?:(\d+)D)?(?:T(?=\d)(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?",
+                         value.upper())
+    if not match:
         raise ValueError("expected a non-negative ISO-8601 duration like PT12H or P1D")
-    return value.upper()
+    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
 # --- credential provider chains (CONFIG.md section 5) -----------------------------------

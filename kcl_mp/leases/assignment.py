@@ -5,9 +5,11 @@ into a plan of conditional writes, as the Java KCL's LeaseAssignmentManager does
 (docs/kcl3-facts.md section 6), with kcl-mp's balance rule:
 
 1. Workers are those with a live worker-metrics item whose latest values are not failing.
-   A lease's *load* is its ``throughputKBps``, or the average known one when it has none,
-   plus 1% of that average (at least 0.01), so leases of no measured traffic still count
-   and equal loads reduce to counting leases.
+   A lease's *load* is its ``throughputKBps`` rounded to the average times a power of two
+   (figures within a factor of 1.4 of each other are noise: batching, sampling), or the
+   average known one when it has none or is ``unmeasured`` (moved lately: its new owner's
+   first figures are a catch-up burst), plus 1% of that average (at least 0.01), so leases
+   of no measured traffic still count and equal loads reduce to counting leases.
 2. *Capacity*: every worker 1 unless every worker reports a utilisation (CPU). Then a
    worker's capacity follows the load it carries per utilisation point (load /
    utilisation, Java's linear extrapolation), moved towards 1 by dampeningPercentage:
@@ -46,6 +48,7 @@ handoffs, 3/2/2.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
@@ -125,12 +128,25 @@ def lease_loads(leases: Iterable[Lease], observations: Mapping[str, balance.Obse
     return out
 
 
-def _weights(leases: Sequence[LeaseLoad]) -> dict[str, float]:
-    known = [lease.throughput_kbps for lease in leases if lease.throughput_kbps is not None]
-    average = sum(known) / len(known) if known else 0.0
+def _weights(leases: Sequence[LeaseLoad], unmeasured: Set[str] = frozenset()) -> dict[str, float]:
+    """Each lease's load (module docstring, step 1).
+
+    >>> _weights([LeaseLoad("a", "w", 1.0), LeaseLoad("b", "w", 1.3), LeaseLoad("c", "w", 3.7)])
+    {'a': 1.02, 'b': 1.02, 'c': 4.02}
+    """
+    known = {lease.key: lease.throughput_kbps for lease in leases
+             if lease.throughput_kbps is not None and lease.key not in unmeasured}
+    average = sum(known.values()) / len(known) if known else 0.0
     floor = max(average * 0.01, 0.01)
-    return {lease.key: max(lease.throughput_kbps if lease.throughput_kbps is not None else average, 0.0) + floor
-            for lease in leases}
+    return {lease.key: round(_banded(known.get(lease.key, average), average) + floor, 9) for lease in leases}
+
+
+def _banded(kbps: float, average: float) -> float:
+    """``kbps`` as the average times the nearest power of two."""
+    ratio = kbps / average if average > 0 else 0.0
+    if ratio <= 0:  # nothing measured, or too small to divide (a denormal): no load of its own
+        return max(kbps, 0.0) if average <= 0 else 0.0
+    return average * 2.0 ** round(math.log2(ratio))
 
 
 def _capacities(workers: Sequence[WorkerLoad], load: Mapping[str, float],
@@ -192,13 +208,13 @@ class _Books:
 
 def plan_assignment(leases: Sequence[LeaseLoad], workers: Sequence[WorkerLoad], settings: AssignmentSettings,
                     rng: random.Random, settling: Set[str] = frozenset(),
-                    left: Mapping[str, Set[str]] | None = None) -> AssignmentPlan:
+                    left: Mapping[str, Set[str]] | None = None, unmeasured: Set[str] = frozenset()) -> AssignmentPlan:
     """One round of the leader's assignment (the module docstring has the rule)."""
     ids = sorted({w.worker_id for w in workers})
     if not ids:
         return AssignmentPlan((), tuple(sorted(lease.key for lease in leases)), {}, "no live worker")
     by_key = {lease.key: lease for lease in leases}
-    books = _Books(ids, by_key, _weights(leases), settings)
+    books = _Books(ids, by_key, _weights(leases, unmeasured), settings)
     pool: list[LeaseLoad] = []
     for lease in leases:
         if lease.owner in books.held and not lease.expired:

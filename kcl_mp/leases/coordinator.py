@@ -39,6 +39,7 @@ from typing import Any
 from kcl_mp.config import Config
 from kcl_mp.errors import DependencyError
 from kcl_mp.leases import balance, shard_sync
+from kcl_mp.leases.discovery import OwnerIndexDiscovery
 from kcl_mp.leases.fleet3 import Fleet3
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.renewer import Renewer
@@ -107,6 +108,8 @@ class LeaseCoordinator:
         self.throughput = LeaseThroughput(int(self.config.lease.renew_interval_s * 1000))
         self.renewer = Renewer(self.renewals or self.table, self.config.lease, self.me, self.clock, random.Random(),
                                self._renewal_attributes)
+        self.discovery = OwnerIndexDiscovery(self.table, self.me, self.log)
+        self.scanned_all = False  # the last scan read the whole table (a 3.x follower reads its own leases)
         self.view = TableView()
         self.sync = ShardSyncer(self.config, self.table, self.kinesis, self.log, self.view)
 
@@ -252,17 +255,27 @@ class LeaseCoordinator:
 
     # -- taking and stealing ----------------------------------------------------------
 
+    def scan_interval_s(self) -> float:
+        """How long until the next scan: the watch interval, or leaseAssignmentIntervalMillis
+        when this host leads a 3.x fleet and that is shorter (the leader's round runs in the
+        scan, and Java's runs every interval)."""
+        watch = self.config.lease.watch_interval_s
+        return min(watch, self.fleet3.interval_s) if self.fleet3.is_leader() else watch
+
     def scan(self) -> tuple[str, ...]:
         """One look at the table: take expired leases; steal at most once per take interval.
         In a 3.x role (``fleet3``): take nothing; as the leader assign; start what the leader
         assigned here (this host's own assignments at once)."""
         self.fleet3.follow()
+        if self._index_follower():
+            return self._discover()
         try:
             leases = {lease.key: lease for lease in self.table.list_leases()}
         except DependencyError as exc:
             self.log.warning("lease taker skipped a round: %s", exc)
             return ()
         self.last_seen = leases
+        self.scanned_all = True
         for key in [key for key in self.held if key not in leases or leases[key].holder != self.me]:
             holder = leases[key].holder if key in leases else None
             self.drop(key, f"the lease table shows {holder or 'nobody'} holding it")
@@ -300,6 +313,30 @@ class LeaseCoordinator:
         if self.metrics.enabled:
             self._record_fleet(leases, acquired, sum(1 for key in acquired if key in plan.take), now)
         return tuple(acquired)
+
+    def _index_follower(self) -> bool:
+        """A 3.x follower whose lease table has an ACTIVE lease-owner index (``discovery``)."""
+        return not self.fleet3.role.takes and not self.fleet3.is_leader() and self.discovery.usable()
+
+    def _discover(self) -> tuple[str, ...]:
+        """The leases the leader assigned here, through the index; losses show in the renewals."""
+        before = set(self.held)
+        try:
+            found = self.discovery.discover({*self.held, *self.incoming}, self.last_seen)
+        except DependencyError as exc:
+            self.log.warning("finding the leases assigned to this worker failed: %s", exc)
+            return ()
+        self.scanned_all = False
+        self.adopt_own_leases(found, "assigned by the leader")
+        return tuple(key for key in self.held if key not in before)
+
+    def runs_shard_sync(self) -> bool:
+        """Whether this host runs the periodic shard sync: every host in a 2.x role (kcl-mp's
+        leaderless audit), only the leader in a 3.x role (Java's PeriodicShardSyncManager
+        asks the leader decider), once a scan has shown it the whole table."""
+        if self.fleet3.role.takes:
+            return True
+        return self.fleet3.is_leader() and self.scanned_all
 
     def _record_fleet(self, found: Mapping[str, Lease], acquired: list[str], taken_expired: int, now: float) -> None:
         """The fleet view (``self.fleet``, the Prometheus gauges) is what the scan left, with

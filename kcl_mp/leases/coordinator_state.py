@@ -8,9 +8,11 @@ Java keeps three kinds of state beside the leases (DESIGN.md, "KCL 3.x fleets"):
     worker metrics       <app>-WorkerMetricStats, wid <worker id>      lease table, leaseKey <worker id>
 
 ``StateTables`` names the place for one application; every 3.x module (leader,
-worker_metrics) writes through it, so the same code serves both layouts. 3.5 writes an
-``entityType`` on every such row in either place (CoordinatorState.serialize); 3.1.3 does
-not, and ignores one it finds (MigrationState.deserialize keeps unknown attributes).
+worker_metrics) writes through it, so the same code serves both layouts; which place a
+worker reads and writes is KCL 3.5's table migration (``table_migration_io.TableMigrator``).
+3.5 writes an ``entityType`` on every such row it creates, in either place
+(CoordinatorState.serialize; updates leave it alone); 3.1.3 does not, and ignores one it
+finds (MigrationState.deserialize keeps unknown attributes).
 
 Writes sent here (Java's CoordinatorStateDAO sends them with the legacy ``Expected``
 parameter; these are the same conditions as expressions, ``#k`` the table's key attribute):
@@ -38,12 +40,10 @@ from kcl_mp.leases.lease import ENTITY_TYPE, LEASE_KEY
 from kcl_mp.leases.rows import (
     CLIENT_VERSION_MIGRATION,
     MIGRATION_KEY,
-    TABLE_MIGRATION_KEY,
     CoordinatorState,
     state_view,
 )
 
-TABLE_MIGRATION_COMPLETE = "TABLE_MIGRATION_STATUS_COMPLETE"
 _INIT_RETRIES = 10  # MigrationClientVersionStateInitializer.MAX_INITIALIZATION_RETRY
 
 
@@ -72,21 +72,6 @@ class StateTables:
     @property
     def shared(self) -> bool:
         return self.coordinator_key == LEASE_KEY
-
-
-def locate(client: Any, application: str, lease_table: str, **separate: Any) -> StateTables:
-    """The lease table when its ``TableMigration3.5`` row says COMPLETE, else the own tables.
-
-    (Java 3.5 writes to the lease table from PENDING on and reads both until COMPLETE;
-    a worker that joins reads the state where a COMPLETE fleet keeps it.)"""
-    try:
-        item = client.get_item(TableName=lease_table, Key={LEASE_KEY: {"S": TABLE_MIGRATION_KEY}},
-                               ConsistentRead=True).get("Item")
-    except AWS_ERRORS as exc:
-        raise translate(exc, f"reading {TABLE_MIGRATION_KEY} in lease table {lease_table}") from exc
-    if item and "tm" in item and state_view(item, "tm").value == TABLE_MIGRATION_COMPLETE:
-        return StateTables.in_lease_table(lease_table)
-    return StateTables.separate(application, **separate)
 
 
 def ensure_table(client: Any, name: str, key: str, *, wait_s: float = 120.0) -> bool:
@@ -128,9 +113,11 @@ class CoordinatorStateStore:
     """The coordinator-state rows of one application, wherever ``tables`` puts them."""
 
     def __init__(self, client: Any, tables: StateTables, worker_id: str,
-                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 reads: tuple[StateTables, ...] = ()):
         self.client = client
         self.tables = tables
+        self.reads = reads or (tables,)  # in order, the first that has the row (3.5 before COMPLETE: own, lease)
         self.worker_id = worker_id
         self.clock_ms = clock_ms
 
@@ -143,11 +130,17 @@ class CoordinatorStateStore:
         return False if self.tables.shared else ensure_table(self.client, self.table, self.tables.coordinator_key)
 
     def get(self, key: str) -> dict[str, Any] | None:
-        try:
-            return self.client.get_item(TableName=self.table, Key={self.tables.coordinator_key: {"S": key}},
-                                        ConsistentRead=True).get("Item")
-        except AWS_ERRORS as exc:
-            raise translate(exc, f"reading {key} in {self.table}") from exc
+        for tables in self.reads:
+            try:
+                item = self.client.get_item(TableName=tables.coordinator_table,
+                                            Key={tables.coordinator_key: {"S": key}}, ConsistentRead=True).get("Item")
+            except AWS_ERRORS as exc:
+                if error_code(exc) == "ResourceNotFoundException" and tables != self.tables:
+                    continue  # a table read besides the own one may not exist (Java's disabled delegate)
+                raise translate(exc, f"reading {key} in {tables.coordinator_table}") from exc
+            if item:
+                return item
+        return None
 
     def client_version(self) -> CoordinatorState | None:
         """The ``Migration3.0`` state, or None when no worker has written it yet."""
@@ -188,11 +181,10 @@ class CoordinatorStateStore:
         if state.history:  # Java writes h only when it has entries
             attributes["h"] = {"L": [{"M": {"cv": {"S": c.value}, "mb": {"S": c.modified_by},
                                             "mts": {"N": str(c.modified_at_ms)}}} for c in state.history]}
-        if self.tables.java35:
-            attributes[ENTITY_TYPE] = {"S": CLIENT_VERSION_MIGRATION}
         try:
-            if expected is None:
-                self.client.put_item(TableName=self.table, Item={key: {"S": MIGRATION_KEY}, **attributes},
+            if expected is None:  # 3.5 serializes entityType on create only (MigrationState.getDynamoUpdate has none)
+                kind = {ENTITY_TYPE: {"S": CLIENT_VERSION_MIGRATION}} if self.tables.java35 else {}
+                self.client.put_item(TableName=self.table, Item={key: {"S": MIGRATION_KEY}, **kind, **attributes},
                                      ConditionExpression="attribute_not_exists(#k)",
                                      ExpressionAttributeNames={"#k": key})
             else:

@@ -4,15 +4,18 @@ Every lease coordinator holds one (``clientVersionConfig`` unset means
 CLIENT_VERSION_CONFIG_3X, as in Java) and calls it at three points; in a 2.x role the
 coordinator takes and steals by the 2.x rules::
 
-    join       start-up: locate the state tables (``coordinator_state.locate``), create the
-               own ones as a Java worker does, settle ``Migration3.0`` for the config
+    join       start-up: settle KCL 3.5's table migration (``table_migration_io``: where the
+               state and metrics are read and written), create the own tables where a
+               Java worker would, settle ``Migration3.0`` for the config
                (``client_version.initial``), pick the role, log it with the config and
                where it came from; a lock role checks the election at once, so a leader's
                first round runs on the first scan (Java's LAM runs its first at start)
-    scan       every scan: read ``Migration3.0`` again and follow a flip or a rollback
+    scan       every scan: read ``TableMigration3.5`` until COMPLETE (then everything moves
+               to the lease table), read ``Migration3.0`` again and follow a flip or a rollback
                (``client_version.follow``, logged and counted); in a 3.x role the scan
-               takes nothing: ``discover`` lists the leases assigned to this worker, and
-               the leader runs its assignment round when due
+               takes nothing: a follower finds its leases through the owner index
+               (``discovery``), the leader scans, adopts what ``discover`` shows
+               assigned to it and runs its assignment round when due
     tick       every renewal round: the leader election's heartbeat (lock-based roles)
                and the worker-metrics item (roles that publish), each on its own period
 
@@ -24,9 +27,13 @@ handoff pending longer than gracefulLeaseHandoffTimeoutMillis (its old owner die
 not answer). ``left`` (which workers a lease was moved away from) is forgotten after
 LEFT_ROUNDS rounds, so a worker can get a lease back once the fleet has changed.
 
-Worker metrics: kcl-mp publishes Java's "default worker metric" (empty ``sts``/``opr``),
-what a Java worker reports off EC2/ECS/EKS, so a leader (Java or kcl-mp) balances it by
-lease throughput and count, never by a CPU figure it cannot compare.
+Worker metrics: by default kcl-mp publishes Java's "default worker metric" (empty
+``sts``/``opr``), what a Java worker reports off EC2/ECS/EKS; ``kclmp.workerMetric=CPU``
+publishes the host's CPU with the operating range [100], what a Java worker on EC2 reports.
+A Java leader compares each metric only among the workers reporting it, so a fleet must
+report one kind (docs/kcl3-facts.md section 4); kcl-mp's leader balances a mixed fleet by
+load (``assignment``). The leader deletes stale metrics items after each round
+(``fleet_metrics``).
 """
 
 from __future__ import annotations
@@ -35,47 +42,21 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kcl_mp.aws.errors import AWS_ERRORS, translate
 from kcl_mp.config import Config
 from kcl_mp.errors import DependencyError
-from kcl_mp.leases import assignment, balance, client_version, owner_index
+from kcl_mp.leases import assignment, balance, client_version, fleet_metrics, owner_index
 from kcl_mp.leases.client_version import ClientVersion, Role
-from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables, locate
+from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables
 from kcl_mp.leases.leader import LeaderElection, LeaderLock
 from kcl_mp.leases.lease import Lease
-from kcl_mp.leases.rows import WorkerMetrics, read_items
+from kcl_mp.leases.rows import WorkerMetrics
 from kcl_mp.leases.table import LeaseTable
-from kcl_mp.leases.worker_metrics import FIRST_REPORT_S, WorkerMetricsReporter
+from kcl_mp.leases.table_migration_io import TableMigrator
+from kcl_mp.leases.worker_metrics import CPU, FIRST_REPORT_S, WorkerMetricsReporter
 from kcl_mp.logs import ShardLog
 from kcl_mp.metrics.catalogue import Recorder
 
 LEFT_ROUNDS = 10  # rounds a handed-away-from worker stays barred from getting the lease back
-
-
-def worker_load(metrics: WorkerMetrics, now_s: float, live_s: float) -> assignment.WorkerLoad | None:
-    """A worker the leader may assign to, from its metrics item; None when it is dead (``lut``
-    older than ``live_s``) or failing (a latest value of -1). CPU is the EMA (alpha 0.5) of
-    its values ignoring -1; no CPU metric: Java's default worker (balanced by load).
-
-    >>> worker_load(WorkerMetrics("w", 100, {}, {}, None), 110, 60)
-    WorkerLoad(worker_id='w', utilisation=None, max_utilisation=100.0)
-    >>> worker_load(WorkerMetrics("w", 100, {"C": (40.0, 60.0)}, {"C": (90,)}, None), 110, 60).utilisation
-    50.0
-    >>> worker_load(WorkerMetrics("w", 100, {"C": (40.0, -1.0)}, {"C": (90,)}, None), 110, 60) is None
-    True
-    """
-    if now_s - metrics.updated_at_s > live_s:
-        return None
-    if any(values and values[-1] == -1 for values in metrics.stats.values()):
-        return None
-    cpu = [v for v in metrics.stats.get("C", ()) if v != -1]
-    if not cpu:
-        return assignment.WorkerLoad(metrics.worker_id)
-    ema = cpu[0]
-    for value in cpu[1:]:
-        ema = 0.5 * value + 0.5 * ema
-    top = metrics.operating_range.get("C", (100,))
-    return assignment.WorkerLoad(metrics.worker_id, ema, float(top[0]) if top else 100.0)
 
 
 class Fleet3:
@@ -91,12 +72,21 @@ class Fleet3:
         self.store: CoordinatorStateStore | None = None
         self.election: LeaderElection | None = None
         self.reporter: WorkerMetricsReporter | None = None
+        self.migration = TableMigrator(client, config.application_name, config.lease.table_name, self.me,
+                                       migrate_all=self.settings.migrate_all_entities_to_lease_table,
+                                       complete_bake_s=self.settings.table_migration_complete_bake_s,
+                                       coordinator_table=self.settings.coordinator_state_table_name,
+                                       metrics_table=self.settings.worker_metrics_table_name,
+                                       clock_ms=lambda: int(self.wall() * 1000))
         self.next_check = self.next_publish = self.next_round = 0.0
         self.observations: dict[str, balance.Observation] = {}
         self.handoff_seen: dict[str, float] = {}  # lease -> when the leader first saw its handoff pending
         self.written: dict[str, int] = {}  # leases moved, not yet renewed by their new owner
         self.left: dict[str, tuple[int, set[str]]] = {}  # lease -> (round, workers handed away from)
         self.rounds = 0
+        self.metrics_rows: list[WorkerMetrics] = []  # the last round's worker-metrics items
+        self.reported: dict[str, float] = {}  # worker -> its metrics item's lut, the last round
+        self.gone: dict[str, float] = {}  # worker seen with every lease expired -> its lut then
         self.next_monitor = 0.0
         self.ready_since: float | None = None  # the flip test has held since (2.x leader, UPGRADE_FROM_2X)
         self.assignment = assignment.AssignmentSettings(
@@ -125,22 +115,17 @@ class Fleet3:
     # -- start-up ---------------------------------------------------------------------
 
     def join(self) -> None:
-        """Locate and create the state tables, settle ``Migration3.0``, take up the role."""
-        lease = self.config.lease
-        self.tables = locate(self.client, self.config.application_name, lease.table_name,
-                             coordinator_table=self.settings.coordinator_state_table_name,
-                             metrics_table=self.settings.worker_metrics_table_name)
-        self.store = CoordinatorStateStore(self.client, self.tables, self.me, lambda: int(self.wall() * 1000))
+        """Settle the table migration, create the own tables where needed, settle ``Migration3.0``, take up the role."""
+        self.migration.start()
+        self._place()
+        assert self.store is not None and self.tables is not None
         if self.store.ensure_table():
             self.log.info("created coordinator-state table %s", self.tables.coordinator_table)
         config = self.settings.client_version_config
         state = self.store.initialise_client_version(config)
         self.version = client_version.parse(state.value) if state is not None else ClientVersion.INIT
-        self.election = LeaderElection(LeaderLock(self.client, self.tables, self.me,
-                                                  self.settings.leader_lease_duration_ms))
-        self.reporter = WorkerMetricsReporter(self.client, self.tables, self.me,
-                                              report_period_s=self.settings.worker_metrics_reporter_freq_ms / 1000.0,
-                                              clock=self.clock, wall=self.wall)
+        self.log.info("table migration %s: coordinator state and worker metrics written to %s",
+                      self.migration.local, self.tables.coordinator_table)
         source = self.settings.client_version_config_from
         self.log.info("%s; client version %s (created by %s): %s",
                       f"clientVersionConfig {config} ({source})" if source else
@@ -148,6 +133,24 @@ class Fleet3:
                       state.modified_by if state is not None else "nobody", self._describe())
         self._enter(first=True)
         self.tick()  # the election at once: an uncontended leader assigns on the first scan
+
+    def _place(self) -> None:
+        """The state store, the election and the reporter where the table migration puts them."""
+        m = self.migration
+        self.tables = m.writes
+        self.store = CoordinatorStateStore(self.client, m.writes, self.me, lambda: int(self.wall() * 1000), m.reads)
+        self.election = LeaderElection(LeaderLock(self.client, m.lock, self.me, self.settings.leader_lease_duration_ms))
+        self.reporter = WorkerMetricsReporter(self.client, m.writes, self.me,
+                                              report_period_s=self.settings.worker_metrics_reporter_freq_ms / 1000.0,
+                                              clock=self.clock, wall=self.wall)
+
+    def _relocate(self, why: str) -> None:
+        """TableMigration3.5 is COMPLETE: release the own table's lock; from now on everything is in the lease table."""
+        self.release()
+        self._place()
+        self.log.warning("table migration COMPLETE (%s): coordinator state, leader lock and worker metrics "
+                         "now in lease table %s", why, self.migration.lease.coordinator_table)
+        self._enter()
 
     def _describe(self) -> str:
         r = self.role
@@ -174,6 +177,11 @@ class Fleet3:
 
     def follow(self) -> bool:
         """Read ``Migration3.0`` and move with a flip or a rollback; whether the role changed."""
+        try:
+            if self.migration.refresh():
+                self._relocate("read")
+        except DependencyError as exc:
+            self.log.warning("reading the table migration status failed (%s)", exc)
         assert self.store is not None
         try:
             seen = self.store.client_version()
@@ -253,10 +261,15 @@ class Fleet3:
                 self.metrics.add("leader_changes", 1)
                 self.log.info("worker %s %s the fleet's leader", self.me, "is now" if leads else "is no longer")
                 self.next_round = now
-        if r.publishes_metrics and self.reporter is not None and now >= self.next_publish:
+        if not r.publishes_metrics or self.reporter is None:
+            return
+        cpu = self.settings.worker_metric == "CPU"
+        if cpu:  # a sample every renewal round; the report averages those since the last one
+            self.reporter.cpu.capture()
+        if now >= self.next_publish:
             self.next_publish = now + self.reporter.report_period_s
             try:
-                self.reporter.publish({})
+                self.reporter.publish({CPU: self.reporter.cpu.report()} if cpu else {})
             except DependencyError as exc:
                 self.log.warning("publishing worker metrics: %s", exc)
 
@@ -295,9 +308,15 @@ class Fleet3:
         # A worker renewing its leases is alive whatever its metrics item says (a late report, a
         # restarted Java worker's first one): moving its leases now would only move them back.
         live = {w.worker_id for w in workers}
-        renewing = {load.owner for load in assignment.lease_loads(leases.values(), self.observations, now,
-                                                                  lease.failover_time_ms / 1000.0)
-                    if load.owner and not load.expired}
+        seen = assignment.lease_loads(leases.values(), self.observations, now, lease.failover_time_ms / 1000.0)
+        renewing = {load.owner for load in seen if load.owner and not load.expired}
+        # A worker that let every lease it owns expire has stopped, whatever its metrics item
+        # (a stopped Java worker's stays live for 2 report periods): nothing goes to it until
+        # it reports again.
+        for owner in {load.owner for load in seen if load.owner and load.expired} - renewing - {self.me}:
+            self.gone.setdefault(owner, self.reported.get(owner, 0.0))
+        self.gone = {w: lut for w, lut in self.gone.items() if self.reported.get(w, 0.0) <= lut}
+        workers = [w for w in workers if w.worker_id not in self.gone]
         workers += [assignment.WorkerLoad(owner) for owner in sorted((renewing | {self.me}) - live)]
         # Leases pending a handoff stay out of the round until it ends or times out (above), as in
         # Java: reassigning one whose new owner looks dead for a moment only moves it back later.
@@ -305,20 +324,36 @@ class Fleet3:
                                                          lease.failover_time_ms / 1000.0) if not load.handing_over]
         unstarted = assignment.settling(self.written, leases)
         self.left = {k: v for k, v in self.left.items() if self.rounds - v[0] < LEFT_ROUNDS and k in leases}
+        # leases moved within LEFT_ROUNDS rounds count at the average throughput (a catch-up burst)
         plan = assignment.plan_assignment(loads, workers, self.assignment, self.rng, unstarted,
-                                          {k: frozenset(v[1]) for k, v in self.left.items()})
+                                          {k: frozenset(v[1]) for k, v in self.left.items()}, set(self.left))
         for move in plan.moves:
             if done := self._write(move, leases[move.key]):
                 out[move.key] = done
                 written.append(move)
-                if move.owner and move.owner != move.to:  # never back to it for LEFT_ROUNDS rounds
-                    self.left.setdefault(move.key, (self.rounds, set()))[1].add(move.owner)
+                if move.owner and move.owner != move.to:  # never back to it for LEFT_ROUNDS rounds from now
+                    self.left[move.key] = (self.rounds, {*self.left.get(move.key, (0, set()))[1], move.owner})
         self.written = {k: c for k, c in self.written.items() if k in unstarted}
         self.written.update(assignment.written_counters(
             assignment.AssignmentPlan(tuple(written), (), {}, ""), leases))
         if written or plan.spillover:
             self.log.info("leader: %s", plan.reason)
+        self._delete_stale()
+        self._migrate({seen.owner for seen in leases.values() if seen.owner}, renewing)
         return out
+
+    def _migrate(self, owners: set[str], unexpired: set[str]) -> None:
+        """The table migration's leader step, from what this round saw."""
+        period_s = self.settings.worker_metrics_reporter_freq_ms / 1000.0
+        try:
+            step = self.migration.lead(owners, unexpired, self.wall(), period_s)
+        except DependencyError as exc:
+            self.log.warning("table migration: %s", exc)
+            return
+        if step.kind != "none":
+            self.log.info("table migration: %s %s (%s)", step.kind, step.status or "", step.why)
+        if step.kind == "complete":
+            self._relocate("by this leader" if step.status else step.why)
 
     def _write(self, move: assignment.Move, seen: Lease) -> Lease | None:
         try:
@@ -333,23 +368,23 @@ class Fleet3:
         return done
 
     def _workers(self) -> list[assignment.WorkerLoad]:
-        """Every live worker of the fleet, Java ones included, from their metrics items."""
-        assert self.tables is not None
-        table, items = self.tables.metrics_table, []
-        try:
-            for page in self.client.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
-                items.extend(page.get("Items", []))
-        except AWS_ERRORS as exc:
-            raise translate(exc, f"scanning worker metrics in {table}") from exc
-        if not self.tables.shared:  # the own table: every item is a worker's, keyed wid
-            items = [{**item, "leaseKey": item["wid"], "entityType": {"S": "WORKER_METRIC_STATS"}}
-                     for item in items if "wid" in item]
+        """Every live worker of the fleet, Java ones included, from their metrics items (each
+        table the table migration reads)."""
+        self.metrics_rows = self.migration.worker_metrics()
         live_s = 2 * self.settings.worker_metrics_reporter_freq_ms / 1000.0
-        now_s = self.wall()
-        out = []
-        for row in read_items(items).others:
-            if isinstance(row.view, WorkerMetrics):
-                load = worker_load(row.view, now_s, live_s)
-                if load is not None:
-                    out.append(load)
-        return out
+        self.reported = {row.worker_id: row.updated_at_s for row in self.metrics_rows}
+        return fleet_metrics.live_workers(self.metrics_rows, self.wall(), live_s)
+
+    def _delete_stale(self) -> None:
+        """After a round, as Java's LAM: the items not updated for staleWorkerMetricsEntryCleanupDuration
+        (in the table this worker writes; an item only in the other one fails its condition)."""
+        assert self.tables is not None
+        try:
+            deleted = fleet_metrics.delete_stale(self.client, self.tables, self.metrics_rows, self.wall(),
+                                                 self.settings.stale_worker_metrics_s)
+        except DependencyError as exc:
+            self.log.warning("leader: deleting stale worker metrics: %s", exc)
+            return
+        if deleted:
+            self.log.info("leader: deleted the worker metrics of %s (not updated for %.0f s)",
+                          ", ".join(deleted), self.settings.stale_worker_metrics_s)

@@ -92,6 +92,7 @@ class WorkerMetrics:
     stats: Mapping[str, tuple[float, ...]]
     operating_range: Mapping[str, tuple[int, ...]]
     support_code: int | None
+    support_updated_s: int | None = None  # slu: when the support code was last reported (3.5)
 
 
 View = LeaderLock | CoordinatorState | WorkerMetrics
@@ -177,6 +178,7 @@ def _view(key: str, entity_type: str | None, item: Item) -> View | None:
             operating_range={name: tuple(int(v["N"]) for v in values["L"])
                              for name, values in _m(item, "opr").items()},
             support_code=int(item["sup"]["N"]) if "sup" in item else None,
+            support_updated_s=int(item["slu"]["N"]) if "slu" in item else None,
         )
     return None
 

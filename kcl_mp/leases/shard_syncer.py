@@ -98,6 +98,9 @@ class ShardSyncer:
             self.table.add_child_shards(key, [shard.shard_id for shard in shards])
         except DependencyError as exc:
             self.log.warning("recording the children of %s failed: %s", key, exc)
+        # A merge's other parent: a 3.x follower's view holds only its own leases, so read it.
+        self.poll_parents(sorted({p for shard in shards for p in shard.parent_shard_ids
+                                  if p != key and p not in self.view.last_seen}))
         plan = shard_sync.plan_child_leases(shards, self.view.last_seen, ended=key)
         listed = {shard.shard_id for shard in shards}
         deferred = sorted(listed - {lease.key for lease in plan} - set(self.view.last_seen))

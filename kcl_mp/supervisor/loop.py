@@ -152,8 +152,10 @@ class Supervisor:
                 due["renew"] = now + lease_settings.renew_interval_s
             if now >= due["scan"]:
                 self.leases.scan()
-                due["scan"] = self.clock() + lease_settings.watch_interval_s
-            if now >= due["sync"]:
+                due["scan"] = self.clock() + self.leases.scan_interval_s()
+            if now >= due["sync"] and not self.leases.runs_shard_sync():  # a 3.x follower: the leader syncs
+                due["sync"] = now + lease_settings.shard_sync_interval_ms / 1000.0
+            elif now >= due["sync"]:
                 self._after_sync(self.leases.sync.audit(), self.clock())
             if now >= due["parents"]:
                 self.leases.sync.poll_parents(sorted({p for parents in self.starts.waiting.values() for p in parents}))

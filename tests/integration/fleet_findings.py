@@ -9,7 +9,9 @@ runs the fleet).
   recorder's per-record stamps);
 - ``resumes``: each processor that started on a shard another host ran before, with the
   first record it got against the record after the checkpoint it inherited;
-- ``self_acquired``: the leases a kcl-mp host says in its log it took, stole or asked for.
+- ``self_acquired``: the leases a kcl-mp host says in its log it took, stole or asked for;
+- ``java_assigned`` / ``kclmp_assigned``: the moves a Java or a kcl-mp leader logged;
+  ``java_logged``: when a Java daemon logged a given line (its rounds as leader, say).
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ LEASE_MAY_DROP = frozenset({
     "leaseOwner", "checkpointOwner", "pendingCheckpoint", "pendingCheckpointSubSequenceNumber",
     "pendingCheckpointState"})
 # The lock item: every write gives it a new version, the owner changes with the leader,
-# and the lock client deletes it on release.
+# and the lock client deletes it on release; an item of one version never changes.
 LOCK_MUTABLE = frozenset({"ownerName", "leaseDuration", "recordVersionNumber", "isReleased", "data"})
+LOCK_SHAPE = {"ownerName": "S", "leaseDuration": "S", "recordVersionNumber": "S"}
 # Worker metrics: the reporter rewrites lut, sts and opr; nothing else.
 METRICS_MUTABLE = frozenset({"lut", "sts", "opr", "slu"})
 
@@ -59,8 +62,10 @@ def table_kind(name: str) -> str:
 def compare_snapshots(before: Snapshot, after: Snapshot) -> list[str]:
     """Every way ``after`` lost or corrupted something ``before`` held: an item gone (only the
     lock may go), an attribute gone or retyped, a fixed attribute changed, leaseCounter or a
-    checkpoint or a metrics item's lut gone backwards. Nothing is said of new items."""
-    problems = []
+    checkpoint or a metrics item's lut gone backwards, a lock item of the wrong shape (one
+    holder, a duration in ms, a version) or changed without a new version. Nothing else is
+    said of new items."""
+    problems = lock_problems(after)
     for table, items in before.items():
         if items is None:
             continue
@@ -87,7 +92,28 @@ def compare_snapshots(before: Snapshot, after: Snapshot) -> list[str]:
                 elif name not in mutable and new[name] != value:
                     problems.append(f"{where}: {name} changed {_show(value)} -> {_show(new[name])}")
             problems.extend(f"{where}: {what}" for what in _backwards(kind, old, new))
+            if kind == "coordinator" and key == "Leader" and new.get("recordVersionNumber") == \
+                    old.get("recordVersionNumber") and new != old:
+                problems.append(f"{where}: changed without a new recordVersionNumber")
     return problems
+
+
+def lock_problems(shot: Snapshot) -> list[str]:
+    """``lock_shape`` of the lock item in each coordinator-state table of one snapshot."""
+    return [f"{table} Leader: {what}" for table, items in shot.items()
+            if table_kind(table) == "coordinator" and items and "Leader" in items
+            for what in lock_shape(items["Leader"])]
+
+
+def lock_shape(item: Item) -> list[str]:
+    """What is wrong with a lock item: an attribute of LOCK_SHAPE missing or of another type,
+    a leaseDuration that is not a whole number of ms."""
+    found = [f"{name} missing or not {typ} ({_show(item.get(name, {}))})"
+             for name, typ in LOCK_SHAPE.items() if set(item.get(name, {})) != {typ}]
+    duration = item.get("leaseDuration", {}).get("S", "0")
+    if not (isinstance(duration, str) and duration.isdigit() and int(duration) > 0):
+        found.append(f"leaseDuration {duration!r} is not a duration in ms")
+    return found
 
 
 def _rules(kind: str, key: str) -> tuple[frozenset[str], frozenset[str]]:
@@ -157,7 +183,7 @@ def moved_back(history: dict[str, list], since: float, until: float, within_s: f
 
 def moves(history: dict[str, list], since: float, until: float) -> list[str]:
     """Every change of a lease's owner to another worker in [since, until]."""
-    found = []
+    found: list[str] = []
     for shard, spans in holdings(history, until).items():
         held = [(at, owner) for at, _, owner in spans if owner is not None]
         found.extend(f"{shard}: {a} -> {b}" for (_, a), (at, b) in pairwise(held) if a != b and since <= at <= until)
@@ -260,8 +286,11 @@ def delivered_by(entries: list[dict]) -> dict[str, int]:
 
 # -- the hosts' logs -----------------------------------------------------------------------
 
-# kcl-mp's own acquisitions (leases/coordinator.py): a 3.x follower writes none of these.
-SELF_ACQUIRED = re.compile(r"^(\S+) .*?(?:took lease|stole lease|asked \S+ to hand lease) (\S+)")
+# kcl-mp's own acquisitions as a 2.x taker (leases/coordinator.py: "took lease K (from X)",
+# "stole lease K", "asked X to hand lease K"): a 3.x follower writes none of these. A follower
+# finishing a handoff the leader assigned to it whose old owner died ("took lease K from X
+# (its owner stopped renewing it)") takes what it was given, not what it chose.
+SELF_ACQUIRED = re.compile(r"^(\S+) .*?(?:took lease (\S+) \(from|(?:stole lease|asked \S+ to hand lease) (\S+))")
 
 
 def self_acquired(log: str, since: float, until: float) -> list[str]:
@@ -272,7 +301,22 @@ def self_acquired(log: str, since: float, until: float) -> list[str]:
         if match:
             at = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S.%f").timestamp()
             if since <= at <= until:
-                found.append(match.group(2))
+                found.append(match.group(2) or match.group(3))
+    return found
+
+
+# A kcl-mp leader's moves (leases/fleet3.py ``_write``): an assignment or a handoff started.
+KCLMP_ASSIGNED = re.compile(r"^(\S+) .*? leader: (?:handing|assigned) lease (\S+) to (\S+)(?: from (\S+))?$",
+                            re.MULTILINE)
+
+
+def kclmp_assigned(log: str, since: float, until: float) -> list[tuple[float, str, str | None, str]]:
+    """(time, lease, from or None, to) for each move a kcl-mp leader logged in [since, until]."""
+    found = []
+    for stamp, lease, new, old in KCLMP_ASSIGNED.findall(log):
+        at = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%f").timestamp()
+        if since <= at <= until:
+            found.append((at, lease, old or None, new))
     return found
 
 
@@ -298,6 +342,19 @@ def java_assigned(log: str) -> list[tuple[str, str, str]]:
 def java_discovered(log: str) -> int:
     """How many leases a Java worker found assigned to it by a leader, over its whole log."""
     return sum(int(count) for _, count in JAVA_DISCOVERED.findall(log))
+
+
+JAVA_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) (.*)$", re.MULTILINE)
+
+
+def java_logged(log: str, text: str, since: float, until: float) -> list[float]:
+    """When a Java daemon's log has a line containing ``text``, in [since, until]."""
+    found = []
+    for stamp, line in JAVA_LINE.findall(log):
+        at = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        if text in line and since <= at <= until:
+            found.append(at)
+    return found
 
 
 # -- all of it -----------------------------------------------------------------------------
@@ -342,7 +399,8 @@ class Findings:
         """Each pair of consecutive snapshots (phase boundaries, in order) and what was lost."""
         shots = self.result["snapshots"]
         names = list(shots)
-        return {f"{a} -> {b}": compare_snapshots(shots[a], shots[b]) for a, b in pairwise(names)}
+        first = {f"{names[0]} (the lock)": lock_problems(shots[names[0]])} if names else {}
+        return first | {f"{a} -> {b}": compare_snapshots(shots[a], shots[b]) for a, b in pairwise(names)}
 
     def log(self, name: str) -> str:
         path = self.out / name

@@ -24,19 +24,19 @@ from kcl_mp.sequence import ExtendedSequenceNumber
 ROOT = Path(__file__).resolve().parents[2]
 RECORDER = ROOT / "tests" / "processors" / "recorder.py"
 
-# What a Java KCL 3.5 fleet keeps in the lease table beside the leases (tests/fixtures).
-JAVA_ROWS = json.loads((ROOT / "tests" / "fixtures" / "java_kcl_3.5_rows.json").read_text())["rows"]
+# What a Java KCL 3.5 fleet keeps in the lease table beside the leases (tests/fixtures): the
+# fixture's fleet_rows, a single-table fleet of two Java workers just rolled back to 2.x, a
+# state in which a kcl-mp host must write none of them whatever its clientVersionConfig (the
+# fixture's fleet_rows_note says why this state).
+JAVA_ROWS = json.loads((ROOT / "tests" / "fixtures" / "java_kcl_3.5_rows.json").read_text())["fleet_rows"]
 
 
-def put_java_rows(dynamodb, table: str, client_version: str | None = None) -> list[dict]:
+def put_java_rows(dynamodb, table: str) -> list[dict]:
     """Put the rows of a Java KCL 3.5 fleet's lease table that are not leases (creating the
-    table first); the items as DynamoDB then returns them, to compare with later.
-    ``client_version`` replaces the fixture's ``Migration3.0`` cv (CLIENT_VERSION_3X): with
-    CLIENT_VERSION_2X (a fleet rolled back) every host, Java or kcl-mp, takes by the 2.x rules."""
+    table first); the items as DynamoDB then returns them, to compare with later. Tests use
+    it through the ``java_rows`` fixture (tests/conftest.py), which compares at teardown."""
     LeaseTable(dynamodb, table).ensure_table()
     for item in JAVA_ROWS:
-        if client_version is not None and item["leaseKey"]["S"] == "Migration3.0":
-            item = {**item, "cv": {"S": client_version}}
         dynamodb.put_item(TableName=table, Item=item)
     return [_raw(dynamodb, table, item["leaseKey"]) for item in JAVA_ROWS]
 
@@ -59,7 +59,7 @@ def assert_takers_count_only_leases(log: str, possible: range) -> None:
     assert found, "no taker line"
     for count, workers, target in found:
         assert int(count) in possible and int(target) == math.ceil(int(count) / int(workers)), (count, workers, target)
-    assert not re.search(r"lease (Leader|Migration3\.0|TableMigration3\.5|java-worker-1)\b", log)
+    assert not re.search(r"lease (Leader|Migration3\.0|TableMigration3\.5|java-worker-[12])\b", log)
 
 
 def write_properties(path: Path, **keys: object) -> Path:

