@@ -21,6 +21,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
+from kcl_mp.config.settings import CLIENT_VERSION_CONFIGS
 from kcl_mp.config.values import (
     INT_MAX,
     Parser,
@@ -151,9 +152,8 @@ KEYS: tuple[Key, ...] = (
        "lease.parent_shard_poll_interval_ms"),
     _ignored("taskBackoffTimeMillis", integer(0), "backoff after a failed task",
              "the Java scheduler's task retry; kcl-mp backs a failing shard off with kclmp.processorMaxRestarts"),
-    _k("clientVersionConfig", choice("CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X",
-                                     "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1"), None,
-       "KCL 3.x or 2.x-compatible fleet mode (unset: kcl-mp's 2.x taker, no coordinator state; Java: 3X)",
+    _k("clientVersionConfig", choice(*CLIENT_VERSION_CONFIGS), "CLIENT_VERSION_CONFIG_3X",
+       "KCL 3.x or 2.x-compatible fleet mode (the fleet's Migration3.0 state decides once it exists)",
        "kcl3.client_version_config"),
     _k("leaseAssignmentIntervalMillis", integer(1), None, "3.x leader's assignment period (2 x failoverTimeMillis)",
        "kcl3.lease_assignment_interval_ms"),

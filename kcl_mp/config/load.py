@@ -151,6 +151,8 @@ def load_config(
     if stream_name is None:
         raise ConfigError(f"{source}: missing required key streamName (or streamArn), e.g. streamName = my-stream")
 
+    if "clientVersionConfig" in settings:  # said at start-up: the mode, and where it came from
+        sections["kcl3"]["client_version_config_from"] = settings["clientVersionConfig"].where
     retrieval = sections["retrieval"]
     mode = parsed.get("retrievalMode", "DEFAULT")
     if mode == "DEFAULT":

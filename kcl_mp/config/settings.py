@@ -7,9 +7,15 @@ Every field has one properties key (or a few spellings of it) declared in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 # Java KCL's epsilon for the lease timers (DynamoDBLeaseCoordinator).
 LEASE_EPSILON_MS = 25
+
+# clientVersionConfig's values (Java's ClientVersionConfig; the last one is 3.5's).
+ClientVersionConfig = Literal["CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X",
+                              "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1"]
+CLIENT_VERSION_CONFIGS: tuple[ClientVersionConfig, ...] = get_args(ClientVersionConfig)
 
 
 @dataclass(frozen=True)
@@ -104,9 +110,9 @@ class LeaseSettings:
 class Kcl3Settings:
     """KCL 3.x fleets (docs/kcl3-facts.md section 8 has Java's defaults)."""
 
-    # None (key absent): kcl-mp's 2.x taker, no coordinator state read or written (Java's
-    # default is CLIENT_VERSION_CONFIG_3X; docs/configuration.md says why kcl-mp differs).
-    client_version_config: str | None = None
+    # Java's default, so a Java daemon's properties file joins a Java 3.x fleet as Java would.
+    client_version_config: ClientVersionConfig = "CLIENT_VERSION_CONFIG_3X"
+    client_version_config_from: str | None = None  # where it was set ("app.properties line 12", "--set"); None: unset
     lease_assignment_interval_ms: int | None = None  # None: 2 x failoverTimeMillis
     max_throughput_per_host_kbps: float = float("inf")
     dampening_percentage: int = 60

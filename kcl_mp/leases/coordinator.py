@@ -103,12 +103,12 @@ class LeaseCoordinator:
     wall: Callable[[], float] = time.time
 
     def __post_init__(self) -> None:
-        self.fleet3 = (Fleet3(self.config, self.table.client, self.table, self.log, self.clock, self.wall, self.rng,
-                              self.metrics) if self.config.kcl3.client_version_config else None)
+        self.fleet3 = Fleet3(self.config, self.table.client, self.table, self.log, self.clock, self.wall, self.rng,
+                             self.metrics)
         self.throughput = LeaseThroughput(int(self.config.lease.renew_interval_s * 1000))
         self.renewer = Renewer(self.renewals or self.table, self.config.lease, self.me, self.clock, random.Random(),
-                               self._renewal_attributes if self.fleet3 is not None else lambda key: {})
-        self.discovery = OwnerIndexDiscovery(self.table, self.me, self.log) if self.fleet3 is not None else None
+                               self._renewal_attributes)
+        self.discovery = OwnerIndexDiscovery(self.table, self.me, self.log)
         self.scanned_all = False  # the last scan read the whole table (a 3.x follower reads its own leases)
         self.view = TableView()
         self.sync = ShardSyncer(self.config, self.table, self.kinesis, self.log, self.view)
@@ -121,9 +121,8 @@ class LeaseCoordinator:
         return renewal_attributes(self.throughput.kbps(key, int(self.wall() * 1000)))
 
     def join_fleet(self) -> None:
-        """Start-up, with clientVersionConfig set: settle the fleet's client version, take up its role."""
-        if self.fleet3 is not None:
-            self.fleet3.join()
+        """Start-up: settle the fleet's client version (clientVersionConfig), take up its role."""
+        self.fleet3.join()
 
     @property
     def me(self) -> str:
@@ -167,8 +166,7 @@ class LeaseCoordinator:
 
     def renew(self) -> Renewal:
         """One round: every held lease renewed at once (``renewer``), then what came of each."""
-        if self.fleet3 is not None:
-            self.fleet3.tick()
+        self.fleet3.tick()
         lost: list[str] = []
         handoffs: list[str] = []
         failover_s = self.config.lease.failover_time_ms / 1000.0
@@ -262,16 +260,15 @@ class LeaseCoordinator:
         when this host leads a 3.x fleet and that is shorter (the leader's round runs in the
         scan, and Java's runs every interval)."""
         watch = self.config.lease.watch_interval_s
-        return min(watch, self.fleet3.interval_s) if self.fleet3 is not None and self.fleet3.is_leader() else watch
+        return min(watch, self.fleet3.interval_s) if self.fleet3.is_leader() else watch
 
     def scan(self) -> tuple[str, ...]:
         """One look at the table: take expired leases; steal at most once per take interval.
-        In a 3.x role (``fleet3``): take nothing, start what the leader assigned here, and
-        as the leader assign."""
-        if self.fleet3 is not None:
-            self.fleet3.follow()
-            if self._index_follower():
-                return self._discover()
+        In a 3.x role (``fleet3``): take nothing; as the leader assign; start what the leader
+        assigned here (this host's own assignments at once)."""
+        self.fleet3.follow()
+        if self._index_follower():
+            return self._discover()
         try:
             leases = {lease.key: lease for lease in self.table.list_leases()}
         except DependencyError as exc:
@@ -282,14 +279,13 @@ class LeaseCoordinator:
         for key in [key for key in self.held if key not in leases or leases[key].holder != self.me]:
             holder = leases[key].holder if key in leases else None
             self.drop(key, f"the lease table shows {holder or 'nobody'} holding it")
-        if self.fleet3 is not None and not self.fleet3.role.takes:
+        if not self.fleet3.role.takes:
             before = set(self.held)
+            leases.update(self.fleet3.lead(leases))
             self.adopt_own_leases(self.fleet3.discover(leases.values(), [*self.held, *self.incoming]),
                                   "assigned by the leader")
-            self.fleet3.lead(leases)
             return tuple(key for key in self.held if key not in before)
-        if self.fleet3 is not None:
-            self.fleet3.monitor_flip(leases)
+        self.fleet3.monitor_flip(leases)
         now = self.clock()
         self.observations = balance.observe(self.observations, leases.values(), now)
         may_steal = now - self.last_steal_at >= self.config.lease.take_interval_s
@@ -320,13 +316,10 @@ class LeaseCoordinator:
 
     def _index_follower(self) -> bool:
         """A 3.x follower whose lease table has an ACTIVE lease-owner index (``discovery``)."""
-        fleet3 = self.fleet3
-        return (fleet3 is not None and self.discovery is not None and not fleet3.role.takes
-                and not fleet3.is_leader() and self.discovery.usable())
+        return not self.fleet3.role.takes and not self.fleet3.is_leader() and self.discovery.usable()
 
     def _discover(self) -> tuple[str, ...]:
         """The leases the leader assigned here, through the index; losses show in the renewals."""
-        assert self.discovery is not None
         before = set(self.held)
         try:
             found = self.discovery.discover({*self.held, *self.incoming}, self.last_seen)
@@ -341,7 +334,7 @@ class LeaseCoordinator:
         """Whether this host runs the periodic shard sync: every host in a 2.x role (kcl-mp's
         leaderless audit), only the leader in a 3.x role (Java's PeriodicShardSyncManager
         asks the leader decider), once a scan has shown it the whole table."""
-        if self.fleet3 is None or self.fleet3.role.takes:
+        if self.fleet3.role.takes:
             return True
         return self.fleet3.is_leader() and self.scanned_all
 
@@ -450,8 +443,7 @@ class LeaseCoordinator:
                 self.log.warning("cancelling the handoff of %s failed (%s)", key, exc)
         self.held.clear()
         self.incoming.clear()
-        if self.fleet3 is not None:
-            self.fleet3.release()
+        self.fleet3.release()
         return released
 
     def refresh(self, key: str) -> None:

@@ -1,12 +1,15 @@
 """This host's part in a KCL 3.x fleet: the client version it follows, and its 3.x role.
 
-Built only when ``clientVersionConfig`` is set (``Kcl3Settings``); the lease coordinator
-calls it at three points and otherwise keeps its 2.x behaviour::
+Every lease coordinator holds one (``clientVersionConfig`` unset means
+CLIENT_VERSION_CONFIG_3X, as in Java) and calls it at three points; in a 2.x role the
+coordinator takes and steals by the 2.x rules::
 
     join       start-up: settle KCL 3.5's table migration (``table_migration_io``: where the
                state and metrics are read and written), create the own tables where a
                Java worker would, settle ``Migration3.0`` for the config
-               (``client_version.initial``), pick the role, log it
+               (``client_version.initial``), pick the role, log it with the config and
+               where it came from; a lock role checks the election at once, so a leader's
+               first round runs on the first scan (Java's LAM runs its first at start)
     scan       every scan: read ``TableMigration3.5`` until COMPLETE (then everything moves
                to the lease table), read ``Migration3.0`` again and follow a flip or a rollback
                (``client_version.follow``, logged and counted); in a 3.x role the scan
@@ -118,14 +121,18 @@ class Fleet3:
         assert self.store is not None and self.tables is not None
         if self.store.ensure_table():
             self.log.info("created coordinator-state table %s", self.tables.coordinator_table)
-        config = self.settings.client_version_config or client_version.CONFIG_3X
+        config = self.settings.client_version_config
         state = self.store.initialise_client_version(config)
         self.version = client_version.parse(state.value) if state is not None else ClientVersion.INIT
         self.log.info("table migration %s: coordinator state and worker metrics written to %s",
                       self.migration.local, self.tables.coordinator_table)
-        self.log.info("client version %s (created by %s): %s", self.version.value,
+        source = self.settings.client_version_config_from
+        self.log.info("%s; client version %s (created by %s): %s",
+                      f"clientVersionConfig {config} ({source})" if source else
+                      f"clientVersionConfig unset: {config}, as the Java daemon", self.version.value,
                       state.modified_by if state is not None else "nobody", self._describe())
         self._enter(first=True)
+        self.tick()  # the election at once: an uncontended leader assigns on the first scan
 
     def _place(self) -> None:
         """The state store, the election and the reporter where the table migration puts them."""
@@ -272,30 +279,32 @@ class Fleet3:
 
     # -- the leader's round -----------------------------------------------------------
 
-    def lead(self, leases: Mapping[str, Lease]) -> list[assignment.Move]:
-        """One assignment round when due (leader only); the moves written."""
+    def lead(self, leases: Mapping[str, Lease]) -> dict[str, Lease]:
+        """One assignment round when due (leader only); the leases it wrote, as written."""
         now = self.clock()
         if not self.is_leader() or now < self.next_round:
-            return []
+            return {}
         self.next_round = now + self.interval_s
         self.rounds += 1
         lease = self.config.lease
         self.observations = balance.observe(self.observations, leases.values(), now)
         written: list[assignment.Move] = []
+        out: dict[str, Lease] = {}
         for key in [k for k in self.handoff_seen if k not in leases or not leases[k].checkpoint_owner]:
             del self.handoff_seen[key]
         for key, current in leases.items():
             if current.checkpoint_owner and not current.is_shard_end:
                 first = self.handoff_seen.setdefault(key, now)
                 if now - first > lease.handoff_timeout_s and current.owner:
-                    if self._write(assignment.Move(key, current.owner, current.owner, handoff=False), current):
+                    if done := self._write(assignment.Move(key, current.owner, current.owner, handoff=False), current):
+                        out[key] = done
                         self.log.warning("lease %s: handoff from %s pending over gracefulLeaseHandoffTimeoutMillis; "
                                          "assigned to %s outright", key, current.checkpoint_owner, current.owner)
         try:
             workers = self._workers()
         except DependencyError as exc:
             self.log.warning("leader: round skipped: %s", exc)
-            return written
+            return out
         # A worker renewing its leases is alive whatever its metrics item says (a late report, a
         # restarted Java worker's first one): moving its leases now would only move them back.
         live = {w.worker_id for w in workers}
@@ -319,7 +328,8 @@ class Fleet3:
         plan = assignment.plan_assignment(loads, workers, self.assignment, self.rng, unstarted,
                                           {k: frozenset(v[1]) for k, v in self.left.items()}, set(self.left))
         for move in plan.moves:
-            if self._write(move, leases[move.key]):
+            if done := self._write(move, leases[move.key]):
+                out[move.key] = done
                 written.append(move)
                 if move.owner and move.owner != move.to:  # never back to it for LEFT_ROUNDS rounds from now
                     self.left[move.key] = (self.rounds, {*self.left.get(move.key, (0, set()))[1], move.owner})
@@ -330,7 +340,7 @@ class Fleet3:
             self.log.info("leader: %s", plan.reason)
         self._delete_stale()
         self._migrate({seen.owner for seen in leases.values() if seen.owner}, renewing)
-        return written
+        return out
 
     def _migrate(self, owners: set[str], unexpired: set[str]) -> None:
         """The table migration's leader step, from what this round saw."""
@@ -345,17 +355,17 @@ class Fleet3:
         if step.kind == "complete":
             self._relocate("by this leader" if step.status else step.why)
 
-    def _write(self, move: assignment.Move, seen: Lease) -> bool:
+    def _write(self, move: assignment.Move, seen: Lease) -> Lease | None:
         try:
             done = (self.table.handoff_start(seen, move.to) if move.handoff else self.table.take(seen, move.to))
         except DependencyError as exc:
             self.log.warning("leader: moving lease %s to %s failed: %s", move.key, move.to, exc)
-            return False
+            return None
         if done is None:
-            return False
+            return None
         self.log.info("leader: %s lease %s to %s%s", "handing" if move.handoff else "assigned", move.key, move.to,
                       f" from {move.owner}" if move.owner else "")
-        return True
+        return done
 
     def _workers(self) -> list[assignment.WorkerLoad]:
         """Every live worker of the fleet, Java ones included, from their metrics items (each

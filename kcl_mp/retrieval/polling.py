@@ -74,7 +74,6 @@ class Fetcher:
         log: logging.LoggerAdapter | logging.Logger,
         *,
         prefetch: int = 3,
-        measure_bytes: bool = True,
         backoff: Backoff = FETCH_BACKOFF,
         rng: random.Random | None = None,
     ):
@@ -85,7 +84,6 @@ class Fetcher:
         self.initial = initial
         self.settings = settings
         self.encode = encode
-        self.measure_bytes = measure_bytes  # Fetched.data_bytes, for the metrics only: off when they are
         self.log = log
         self.backoff = backoff
         self.rng = rng or random.Random()
@@ -146,8 +144,7 @@ class Fetcher:
             users = user_records(records, self._after)
             self._after = None
         if users or self.settings.call_process_records_even_for_empty_record_list:
-            size = data_bytes(users) if self.measure_bytes else 0
-            return self._put(Fetched(self.encode(users, behind), len(users), behind, size))
+            return self._put(Fetched(self.encode(users, behind), len(users), behind, data_bytes(users)))
         return True
 
     def _poll(self) -> None:

@@ -192,7 +192,7 @@ class Supervisor:
             deletion_protection=lease_settings.deletion_protection_enabled, pitr=lease_settings.pitr_enabled)
         if created:
             self.log.info("created lease table %s", lease_settings.table_name)
-        self.leases.join_fleet()  # clientVersionConfig set: the KCL 3.x role (leases/fleet3.py)
+        self.leases.join_fleet()  # the fleet's client version and this host's role in it (leases/fleet3.py)
         if self.config.retrieval.mode == "FANOUT":
             self.consumer_arn = fanout.consumer_arn(self.config, stream_arn, self.leases.kinesis, self.log)
         found = self.table.scan()

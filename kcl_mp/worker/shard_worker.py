@@ -136,7 +136,6 @@ class ShardWorker:
             config.retrieval,
             make_batch,
             self.log,
-            measure_bytes=self.metrics.enabled or config.kcl3.client_version_config is not None,
         )
         grace_s = config.processor.shutdown_grace_ms / 1000.0
         limit_mb = config.processor.memory_limit_mb

@@ -82,6 +82,8 @@ def base_properties(moto_url: str, stream: str, app: str, executable: str, **mor
         "failoverTimeMillis": 6000,
         "shutdownGraceMillis": 15000,
         "metricsLevel": "NONE",
+        # Java's mode with the 2.x take and steal rules, which most tests assert (the default is 3.x).
+        "clientVersionConfig": "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X",
     }
     keys.update(more)
     return keys

@@ -67,7 +67,7 @@ ROUNDS_WATCHED = 10
 def fleet_properties(out: Path, url: str, worker: str) -> Path:
     """mixed_fleet's keys in the default 3.x mode: no clientVersionConfig."""
     return properties(out, url, worker, streamName=APP, applicationName=APP,
-                      clientVersionConfig=None if worker == JAVA else "CLIENT_VERSION_CONFIG_3X",
+                      clientVersionConfig=None,
                       leaseAssignmentIntervalMillis=ASSIGNMENT_MS)
 
 

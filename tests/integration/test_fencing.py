@@ -280,6 +280,7 @@ def test_a_restart_after_a_stall_does_not_start_a_processor_for_a_lease_taken_me
     caplog.set_level(logging.INFO)
     supervisor = Supervisor(load_config(props), rng=random.Random(7))
     supervisor.table.ensure_table()
+    supervisor.leases.join_fleet()  # as the start-up does, before any scan
     supervisor.leases.sync.sync_shards({}, "test")
     supervisor.leases.scan()
     key = "shardId-000000000000"
@@ -326,6 +327,7 @@ def test_a_scan_or_read_showing_another_holder_drops_the_lease_at_once(tmp_path,
     supervisor = Supervisor(load_config(props), rng=random.Random(7))
     leases = supervisor.leases
     supervisor.table.ensure_table()
+    leases.join_fleet()  # as the start-up does, before any scan
     leases.sync.sync_shards({}, "test")
     leases.scan()
     assert sorted(leases.held) == ["shardId-000000000000", "shardId-000000000001"]

@@ -7,8 +7,9 @@ handoffs that re-deliver nothing; one is then SIGKILLed and the other two must h
 whole time: no checkpoint may ever go backwards. At the end every record put was
 delivered at least once, and duplicates exist only on shards the killed host held.
 The lease table also holds the four rows a Java KCL 3.5 fleet keeps there (leader lock,
-client version, table migration, worker metrics): no host counts, takes or writes them,
-and they come out byte for byte as they went in.
+client version, table migration, worker metrics), its client version rolled back to
+CLIENT_VERSION_2X: the hosts read it there and take by the 2.x rules; no host counts, takes
+or writes the rows, and they come out byte for byte as they went in.
 """
 
 from __future__ import annotations

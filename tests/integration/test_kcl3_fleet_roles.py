@@ -1,7 +1,7 @@
 """kcl-mp in a KCL 3.x fleet (leases/fleet3.py), real kcl-mp hosts on a moto server.
 
-1. A kcl-mp-only fleet with clientVersionConfig = CLIENT_VERSION_CONFIG_3X: the first host
-   creates Migration3.0 as CLIENT_VERSION_3X; one host wins the lock; the leader assigns
+1. A kcl-mp-only fleet with no clientVersionConfig (Java's default, CLIENT_VERSION_CONFIG_3X,
+   said so in the log): the first host creates Migration3.0 as CLIENT_VERSION_3X; one host wins the lock; the leader assigns
    the 8 leases over the three hosts (spread <= 1, no host takes on its own); the leader
    SIGKILLed, another host takes the lock once its lease duration (shortened with
    kclmp.leaderLockLeaseDurationMillis: Java has no key for it) has passed and assigns the
@@ -44,11 +44,13 @@ FAILOVER_MS = 3000
 LOCK_MS = 6000
 
 
-def _props(tmp_path, moto_url, stream, app, config: str):
-    return write_properties(tmp_path / "app.properties", **base_properties(
+def _props(tmp_path, moto_url, stream, app, config: str | None):
+    """``config`` None: no clientVersionConfig at all (the key base_properties pins is dropped)."""
+    keys = base_properties(
         moto_url, stream, app, f"{sys.executable} {RECORDER}", failoverTimeMillis=FAILOVER_MS,
         clientVersionConfig=config, workerMetricsReporterFreqInMillis=5000, idleTimeBetweenReadsInMillis=500,
-        gracefulLeaseHandoffTimeoutMillis=10000, **{"kclmp.leaderLockLeaseDurationMillis": LOCK_MS}))
+        gracefulLeaseHandoffTimeoutMillis=10000, **{"kclmp.leaderLockLeaseDurationMillis": LOCK_MS})
+    return write_properties(tmp_path / "app.properties", **{k: v for k, v in keys.items() if v is not None})
 
 
 def _lock_owner(dynamodb, app: str) -> str | None:
@@ -74,7 +76,7 @@ def test_kcl_mp_fleet_in_3x_mode_elects_assigns_and_fails_over(tmp_path, kinesis
     ensure_stream(kinesis, stream, SHARDS)
     out = tmp_path / "out"
     out.mkdir()
-    props = _props(tmp_path, moto_url, stream, app, "CLIENT_VERSION_CONFIG_3X")
+    props = _props(tmp_path, moto_url, stream, app, None)
     env = {"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "50"}
     monitor = TableMonitor(dynamodb, app)
     monitor.start()
@@ -98,6 +100,7 @@ def test_kcl_mp_fleet_in_3x_mode_elects_assigns_and_fails_over(tmp_path, kinesis
         assert state is not None and state.value == "CLIENT_VERSION_3X" and state.modified_by == "host-a"
         for name, daemon in hosts.items():
             log = daemon.output()
+            assert "clientVersionConfig unset: CLIENT_VERSION_CONFIG_3X, as the Java daemon; " in log
             assert "a 3.x worker, follower unless it leads" in log
             assert "taker:" not in log and "took lease" not in log  # no 2.x take
             assert " to hand lease " not in log  # nor steal
@@ -226,7 +229,7 @@ def test_followers_use_the_owner_index_and_only_the_leader_syncs_shards(tmp_path
         table.take(table.get(key), "w2" if i < 20 else "w3")
     w1.renew()
     w2.renew()
-    assert w1.fleet3 is not None and w1.fleet3.is_leader() and w2.fleet3 is not None and not w2.fleet3.is_leader()
+    assert w1.fleet3.is_leader() and not w2.fleet3.is_leader()
 
     calls.clear()
     w2.scan()

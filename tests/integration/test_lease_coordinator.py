@@ -43,7 +43,9 @@ def _coordinator(tmp_path, moto_url, dynamodb, app: str, clock: Clock) -> LeaseC
     table = LeaseTable(dynamodb, app)
     table.ensure_table()
     log = ShardLog(logging.getLogger("test"), "thief")
-    return LeaseCoordinator(config, table, None, log, clock, random.Random(1))
+    coordinator = LeaseCoordinator(config, table, None, log, clock, random.Random(1))
+    coordinator.join_fleet()  # as the supervisor's start-up: the client version, before any scan
+    return coordinator
 
 
 def _seed(table: LeaseTable, owner: str, n: int) -> None:

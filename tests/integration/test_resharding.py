@@ -5,7 +5,8 @@ A producer writes per-key counters the whole time; mid-run one shard is split an
 others are merged. Every record must be delivered; for every partition key no record of a
 child shard may be processed before the last record of that key in its parent; the parents'
 leases must be gone once their children are processed, and the table must end with exactly
-the open shards' leases, beside the four rows a Java KCL 3.5 fleet keeps in the lease table,
+the open shards' leases, beside the four rows a Java KCL 3.5 fleet keeps in the lease table
+(its client version rolled back to CLIENT_VERSION_2X, so the hosts take by the 2.x rules),
 which no host counts, syncs, deletes or writes: they end byte for byte as they began.
 """
 

@@ -119,6 +119,8 @@ def test_stream_arn_gives_the_stream_name(tmp_path) -> None:
         ("timeoutInSeconds", "0", "expected an integer between 1 and 2147483647"),
         ("metricsEnabledDimensions", "Operation,Shard", "unknown dimension Shard; expected some of ALL, Operation"),
         ("kclmp.metricsPort", "70000", "expected an integer between 0 and 65535"),
+        ("clientVersionConfig", "CLIENT_VERSION_CONFIG_2X", "expected one of CLIENT_VERSION_CONFIG_3X, "
+         "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X, CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1"),
     ],
 )
 def test_invalid_value_names_key_value_file_and_line(tmp_path, key: str, value: str, expected: str) -> None:
@@ -284,12 +286,18 @@ def test_keys_nothing_reads_are_accepted_and_ignored(tmp_path) -> None:
 
 
 def test_kcl3_keys_are_settings(tmp_path) -> None:
-    """The 3.x keys feed Kcl3Settings with Java's defaults; clientVersionConfig unset keeps the 2.x taker."""
+    """The 3.x keys feed Kcl3Settings with Java's defaults: clientVersionConfig unset is
+    CLIENT_VERSION_CONFIG_3X, as in Java; where it was set is kept for the start-up log."""
     assert load(tmp_path).kcl3 == Kcl3Settings()
+    assert Kcl3Settings().client_version_config == "CLIENT_VERSION_CONFIG_3X"
+    assert Kcl3Settings().client_version_config_from is None
     config = load(tmp_path, clientVersionConfig="client_version_config_compatible_with_2x",
                   leaseAssignmentIntervalMillis="4000", dampeningPercentage="80", workerMetricsTableName="wm",
                   **{"kclmp.leaderLockLeaseDurationMillis": "8000"})
     assert config.kcl3.client_version_config == "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X"
+    assert config.kcl3.client_version_config_from == f"{tmp_path / 'app.properties'} line {len(BASE) + 1}"
+    assert load(tmp_path, overrides={"clientVersionConfig": "CLIENT_VERSION_CONFIG_3X"}).kcl3.client_version_config_from \
+        == "--set"
     assert (config.kcl3.lease_assignment_interval_ms, config.kcl3.dampening_percentage) == (4000, 80)
     assert (config.kcl3.worker_metrics_table_name, config.kcl3.heartbeat_s) == ("wm", 2.0)
     assert config.ignored == ()
