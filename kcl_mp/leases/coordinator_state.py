@@ -100,6 +100,20 @@ def ensure_table(client: Any, name: str, key: str, *, wait_s: float = 120.0) -> 
     return created
 
 
+def update_expected(client: Any, table: str, key: tuple[str, str], expected: tuple[str, str],
+                    attributes: dict[str, Any]) -> None:
+    """SET ``attributes`` on a state row only while its ``expected`` attribute still holds the
+    value read (Java's ``Expected`` on ``cv`` / ``tm``); a lost race raises the conditional failure."""
+    names = {f"#a{i}": name for i, name in enumerate(attributes)}
+    client.update_item(
+        TableName=table, Key={key[0]: {"S": key[1]}},
+        UpdateExpression="SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(attributes))),
+        ConditionExpression="#k = :key AND #e = :old",
+        ExpressionAttributeNames={"#k": key[0], "#e": expected[0], **names},
+        ExpressionAttributeValues={":key": {"S": key[1]}, ":old": {"S": expected[1]},
+                                   **{f":a{i}": v for i, v in enumerate(attributes.values())}})
+
+
 def _status(client: Any, name: str) -> str | None:
     try:
         return client.describe_table(TableName=name)["Table"]["TableStatus"]
@@ -188,14 +202,7 @@ class CoordinatorStateStore:
                                      ConditionExpression="attribute_not_exists(#k)",
                                      ExpressionAttributeNames={"#k": key})
             else:
-                names = {f"#a{i}": name for i, name in enumerate(attributes)}
-                self.client.update_item(
-                    TableName=self.table, Key={key: {"S": MIGRATION_KEY}},
-                    UpdateExpression="SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(attributes))),
-                    ConditionExpression="#k = :key AND #cv = :old",
-                    ExpressionAttributeNames={"#k": key, "#cv": "cv", **names},
-                    ExpressionAttributeValues={":key": {"S": MIGRATION_KEY}, ":old": {"S": expected},
-                                               **{f":a{i}": v for i, v in enumerate(attributes.values())}})
+                update_expected(self.client, self.table, (key, MIGRATION_KEY), ("cv", expected), attributes)
             return True
         except AWS_ERRORS as exc:
             if is_conditional_failure(exc):

@@ -39,7 +39,7 @@ from typing import Any
 from kcl_mp.aws.errors import AWS_ERRORS, error_code, is_conditional_failure, translate
 from kcl_mp.errors import DependencyError
 from kcl_mp.leases import table_migration as tm
-from kcl_mp.leases.coordinator_state import StateTables
+from kcl_mp.leases.coordinator_state import StateTables, update_expected
 from kcl_mp.leases.fleet_metrics import read_worker_metrics
 from kcl_mp.leases.lease import ENTITY_TYPE, LEASE_KEY
 from kcl_mp.leases.rows import (
@@ -208,15 +208,8 @@ class TableMigrator:
                                      ConditionExpression="attribute_not_exists(#k)",
                                      ExpressionAttributeNames={"#k": "key"})
             else:
-                attributes = state.attributes("tm")
-                names = {f"#a{i}": name for i, name in enumerate(attributes)}
-                self.client.update_item(
-                    TableName=table, Key=_own_key(TABLE_MIGRATION_KEY),
-                    UpdateExpression="SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(attributes))),
-                    ConditionExpression="#k = :key AND #tm = :old",
-                    ExpressionAttributeNames={"#k": "key", "#tm": "tm", **names},
-                    ExpressionAttributeValues={":key": {"S": TABLE_MIGRATION_KEY}, ":old": {"S": expected},
-                                               **{f":a{i}": v for i, v in enumerate(attributes.values())}})
+                update_expected(self.client, table, ("key", TABLE_MIGRATION_KEY), ("tm", expected),
+                                state.attributes("tm"))
             return True
         except AWS_ERRORS as exc:
             if is_conditional_failure(exc):
