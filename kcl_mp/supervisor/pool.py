@@ -77,8 +77,9 @@ class Pools:
         self.forked += 1
         parent_conn, child_conn = self._fork.Pipe(duplex=True)
         spec = pool.PoolSpec(self.config, self.forked, self.log_level, self.log_format)
-        process = self._fork.Process(target=pool.run, args=(spec, child_conn), name=f"kcl-mp pool {self.forked}",
-                                     daemon=False)
+        inherited = [parent_conn, *(p.conn for p in self.running)]
+        process = self._fork.Process(target=pool.run, args=(spec, child_conn, inherited),
+                                     name=f"kcl-mp pool {self.forked}", daemon=False)
         process.start()
         child_conn.close()
         started = PoolProcess(self.forked, process, parent_conn)

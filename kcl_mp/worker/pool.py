@@ -60,8 +60,12 @@ class _Shard:
     worker: ShardWorker
 
 
-def run(spec: PoolSpec, conn: Any) -> None:
-    """Process entry point (runs in the forked child)."""
+def run(spec: PoolSpec, conn: Any, inherited: list[Any]) -> None:
+    """Process entry point (runs in the forked child). ``inherited``: the supervisor's ends of
+    this and the earlier pools' pipes, copied by the fork; closed at once, or a pipe the
+    supervisor closes at shutdown would never read as ended here (nor in a sibling)."""
+    for other in inherited:
+        other.close()
     signal.set_wakeup_fd(-1)  # the supervisor's wake-up pipe is not ours to write to
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     random.seed()

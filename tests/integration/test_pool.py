@@ -83,12 +83,16 @@ def test_a_pool_process_killed_costs_only_its_shards_a_restart_from_their_checkp
         ids = {p.id for p in producer.puts}
         wait_until(lambda: ids <= {json.loads(e["data"])["id"] for e in records_only(recorded(out))}, 90,
                    f"all {len(ids)} records delivered")
+        stopping = time.monotonic()
         daemon.stop_gracefully()
+        stop_s = time.monotonic() - stopping
     finally:
         producer.stop.set()
         daemon.kill()
     log = daemon.output()
     assert "Traceback" not in log, log[-3000:]
+    # Every pool process (the restarted one too) saw its pipe end at shutdown: none needed a SIGTERM.
+    assert "terminated by the supervisor" not in log, (stop_s, log[-3000:])
     line = (f"pool process 1 (pid {victim_pid}) exited with signal SIGKILL; restarting its 2 shards: "
             f"{', '.join(victims)}")
     assert log.count(line) == 1, log[-3000:]
