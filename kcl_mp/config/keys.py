@@ -230,9 +230,9 @@ KEYS: tuple[Key, ...] = (
     _k(_KCLMP + "leaderLockLeaseDurationMillis", integer(1000), 120000,
        "3.x leader lock's lease duration, heartbeat a quarter of it (Java: 120000, no key)",
        "kcl3.leader_lease_duration_ms"),
-    _k(_KCLMP + "workerMetric", choice("DEFAULT", "CPU"), "DEFAULT",
-       "3.x worker metric published: DEFAULT (none, as a Java worker off EC2/ECS/EKS) or CPU (/proc/stat, "
-       "as a Java worker on EC2); match the fleet's Java workers (docs/kcl3-facts.md section 4)",
+    _k(_KCLMP + "workerMetric", choice("AUTO", "DEFAULT", "CPU"), "AUTO",
+       "3.x worker metric published: AUTO (what a Java worker on this host would: CPU on EC2/ECS/EKS, "
+       "else none), DEFAULT (none) or CPU (/proc/stat) (docs/kcl3-facts.md section 4)",
        "kcl3.worker_metric"),
     _k(_KCLMP + "metricsAddress", text, "0.0.0.0", "the address that port listens on", "metrics.address"),
 )

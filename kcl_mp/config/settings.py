@@ -124,7 +124,7 @@ class Kcl3Settings:
     table_migration_complete_bake_s: int = 86400  # tableMigrationCompleteBakeTimeSeconds (Java clamps it)
     leader_lease_duration_ms: int = 120000  # kclmp.leaderLockLeaseDurationMillis (Java has no key)
     stale_worker_metrics_s: float = 86400.0  # staleWorkerMetricsEntryCleanupDuration (P1D)
-    worker_metric: str = "DEFAULT"  # kclmp.workerMetric: DEFAULT (empty sts/opr) or CPU
+    worker_metric: str = "AUTO"  # kclmp.workerMetric: AUTO (as a Java worker here), DEFAULT (empty sts/opr) or CPU
 
     @property
     def heartbeat_s(self) -> float:

@@ -44,7 +44,7 @@ from typing import Any
 
 from kcl_mp.config import Config
 from kcl_mp.errors import DependencyError
-from kcl_mp.leases import assignment, balance, client_version, fleet_metrics, owner_index
+from kcl_mp.leases import assignment, balance, client_version, fleet_metrics, host_probe, owner_index
 from kcl_mp.leases.client_version import ClientVersion, Role
 from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables
 from kcl_mp.leases.leader import LeaderElection, LeaderLock
@@ -72,6 +72,7 @@ class Fleet3:
         self.store: CoordinatorStateStore | None = None
         self.election: LeaderElection | None = None
         self.reporter: WorkerMetricsReporter | None = None
+        self.metric: str | None = None  # kclmp.workerMetric resolved (AUTO: once, when the role first publishes)
         self.migration = TableMigrator(client, config.application_name, config.lease.table_name, self.me,
                                        migrate_all=self.settings.migrate_all_entities_to_lease_table,
                                        complete_bake_s=self.settings.table_migration_complete_bake_s,
@@ -162,6 +163,10 @@ class Fleet3:
         """What a role needs before it runs: the metrics table, the owner index."""
         assert self.reporter is not None and self.tables is not None
         r = self.role
+        if r.publishes_metrics and self.metric is None:
+            self.metric, why = host_probe.worker_metric(self.settings.worker_metric)
+            self.log.info("kclmp.workerMetric %s%s (%s)", "AUTO: " if self.settings.worker_metric == "AUTO" else "",
+                          self.metric, why)
         if r.publishes_metrics and self.reporter.ensure_table():
             self.log.info("created worker-metrics table %s", self.tables.metrics_table)
         if r.owner_index in ("create", "wait"):
@@ -263,7 +268,7 @@ class Fleet3:
                 self.next_round = now
         if not r.publishes_metrics or self.reporter is None:
             return
-        cpu = self.settings.worker_metric == "CPU"
+        cpu = self.metric == "CPU"
         if cpu:  # a sample every renewal round; the report averages those since the last one
             self.reporter.cpu.capture()
         if now >= self.next_publish:

@@ -88,8 +88,9 @@ def test_kcl_mp_fleet_in_3x_mode_elects_assigns_and_fails_over(tmp_path, kinesis
                                                          "sts": {"M": {}}, "opr": {"M": {}}})
     try:
         for name in ("host-a", "host-b", "host-c"):
-            cpu = ("--set", "kclmp.workerMetric=CPU") if name == "host-c" else ()
-            hosts[name] = Daemon(props, tmp_path / f"{name}.log", "--set", f"workerId={name}", *cpu, env=env)
+            metric = "CPU" if name == "host-c" else "DEFAULT"  # explicit: AUTO would follow the machine running this
+            hosts[name] = Daemon(props, tmp_path / f"{name}.log", "--set", f"workerId={name}",
+                                 "--set", f"kclmp.workerMetric={metric}", env=env)
             time.sleep(1.0)
         started = time.monotonic()
         wait_until(lambda: _balanced(monitor, set(hosts)), 60, "the leader to assign the 8 leases over 3 hosts")

@@ -1,0 +1,67 @@
+"""Which worker metric a Java KCL 3.x worker on this host would publish (``kclmp.workerMetric=AUTO``).
+
+A Java leader compares each metric only among the workers that report it, so a kcl-mp host
+must publish what the fleet's Java workers publish (docs/kcl3-facts.md section 4). Java's
+``WorkerMetricsSelector.create`` tries the platforms in the order ECS, EKS, EC2 and stops at
+the first one it is on; that platform's operating-range provider then decides CPU or none:
+
+- ECS (``EcsResource``): ``ECS_CONTAINER_METADATA_URI`` or ``..._V4`` set and not empty;
+  CPU only on Linux with ``ECS_CONTAINER_METADATA_URI_V4`` set (``LINUX_ECS_METADATA_KEY_V4``);
+- EKS (``EksResource``): ``/var/run/secrets/kubernetes.io/serviceaccount/token`` exists; CPU
+  on Linux with ``/sys/fs/cgroup/cgroup.controllers`` (cgroup v2) or, without it,
+  ``/sys/fs/cgroup/memory`` or ``/sys/fs/cgroup/cpu`` (cgroup v1);
+- EC2 (``Ec2Resource``, last): the IMDS instance identity document answers 200 (token PUT
+  first); CPU on Linux with ``/proc`` (``LINUX_PROC``);
+- anywhere else: no metric (the default worker, empty ``sts``/``opr``).
+
+kcl-mp's CPU figure is always ``/proc/stat``'s (Java's on ECS / EKS is the task's or the
+cgroup's): the same metric name and operating range, so the leader groups it with theirs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ECS_V3 = "ECS_CONTAINER_METADATA_URI"
+ECS_V4 = "ECS_CONTAINER_METADATA_URI_V4"
+EKS_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+CGROUP_V2 = "/sys/fs/cgroup/cgroup.controllers"
+CGROUP_V1 = ("/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu")
+PROC = "/proc"
+JAVA = "as the Java daemon would report"
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """What Java's selector looks at; ``ec2`` is None when it was not asked (ECS or EKS came first)."""
+
+    linux: bool = True
+    ecs_v3: bool = False  # ECS_CONTAINER_METADATA_URI set, not empty
+    ecs_v4: bool = False  # ECS_CONTAINER_METADATA_URI_V4 set, not empty
+    eks_token: bool = False
+    cgroup_v2: bool = False  # cgroup.controllers exists
+    cgroup_v1: bool = False  # cgroup/memory or cgroup/cpu exists
+    proc: bool = False
+    ec2: bool | None = None  # the identity document answered
+
+
+def needs_ec2_probe(facts: HostFacts) -> bool:
+    """EC2 is tried last: only when the host is neither on ECS nor on EKS."""
+    return not (facts.ecs_v3 or facts.ecs_v4 or facts.eks_token)
+
+
+def choose(facts: HostFacts) -> tuple[str, str]:
+    """``("CPU" | "DEFAULT", why)``: the metric a Java worker with these facts publishes."""
+    if facts.ecs_v3 or facts.ecs_v4:
+        if facts.linux and facts.ecs_v4:
+            return "CPU", f"ECS: {ECS_V4} is set"
+        return "DEFAULT", f"ECS without {ECS_V4} on Linux: no operating range provider, {JAVA}"
+    if facts.eks_token:
+        if facts.linux and (facts.cgroup_v2 or facts.cgroup_v1):
+            return "CPU", f"EKS: {EKS_TOKEN} exists, cgroup {'v2' if facts.cgroup_v2 else 'v1'}"
+        return "DEFAULT", f"EKS without cgroup v1 or v2 on Linux: no operating range provider, {JAVA}"
+    if facts.ec2:
+        if facts.linux and facts.proc:
+            return "CPU", "EC2: the instance identity document answered"
+        return "DEFAULT", f"EC2 without /proc on Linux: no operating range provider, {JAVA}"
+    return "DEFAULT", f"not on EC2, ECS or EKS, {JAVA}"

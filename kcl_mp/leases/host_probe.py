@@ -1,0 +1,40 @@
+"""The facts Java's ``WorkerMetricsSelector`` looks at, read from this host once at start.
+
+The decision is ``host_metric.choose``; this module only reads the environment, the files
+and (when ECS and EKS did not answer first, as in Java) the EC2 instance metadata service.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from kcl_mp.aws.imds import identity_document_answers
+from kcl_mp.leases import host_metric
+from kcl_mp.leases.host_metric import HostFacts
+
+
+def observe(root: Path = Path("/")) -> HostFacts:
+    """This host's facts; ``root`` is where the absolute paths are looked up (``/``)."""
+    def exists(path: str) -> bool:
+        return (root / path.lstrip("/")).exists()
+
+    facts = HostFacts(linux=sys.platform.startswith("linux"),
+                      ecs_v3=bool(os.environ.get(host_metric.ECS_V3)),
+                      ecs_v4=bool(os.environ.get(host_metric.ECS_V4)),
+                      eks_token=exists(host_metric.EKS_TOKEN),
+                      cgroup_v2=exists(host_metric.CGROUP_V2),
+                      cgroup_v1=any(exists(p) for p in host_metric.CGROUP_V1),
+                      proc=exists(host_metric.PROC))
+    if host_metric.needs_ec2_probe(facts):
+        return replace(facts, ec2=identity_document_answers())
+    return facts
+
+
+def worker_metric(configured: str, root: Path = Path("/")) -> tuple[str, str]:
+    """``kclmp.workerMetric`` resolved: ``(metric, why)``; only AUTO looks at the host."""
+    if configured != "AUTO":
+        return configured, "set"
+    return host_metric.choose(observe(root))

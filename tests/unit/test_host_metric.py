@@ -1,0 +1,39 @@
+"""kclmp.workerMetric=AUTO's decision (leases/host_metric.py): Java's WorkerMetricsSelector,
+platform by platform (EcsResource, EksResource, Ec2Resource, OperatingRangeDataProvider)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kcl_mp.leases.host_metric import HostFacts, choose, needs_ec2_probe
+
+# (comment, facts, expected metric, words of the reason)
+CASES = [
+    ("off-cloud Linux (the 3.1.3 reference run)", HostFacts(proc=True, ec2=False), "DEFAULT", "not on EC2, ECS or EKS"),
+    ("EC2 Linux: LINUX_PROC", HostFacts(proc=True, ec2=True), "CPU", "EC2: the instance identity document answered"),
+    ("EC2 not Linux: no provider", HostFacts(linux=False, proc=True, ec2=True), "DEFAULT", "EC2 without /proc"),
+    ("EC2 without /proc", HostFacts(ec2=True), "DEFAULT", "EC2 without /proc"),
+    ("ECS task metadata v4", HostFacts(ecs_v4=True, proc=True), "CPU", "ECS: ECS_CONTAINER_METADATA_URI_V4"),
+    ("ECS v3 only: on ECS, no provider, EC2 never asked", HostFacts(ecs_v3=True, proc=True), "DEFAULT", "ECS without"),
+    ("ECS wins over EKS and EC2", HostFacts(ecs_v4=True, eks_token=True, proc=True, ec2=True), "CPU", "ECS:"),
+    ("EKS cgroup v2", HostFacts(eks_token=True, cgroup_v2=True, proc=True), "CPU", "cgroup v2"),
+    ("EKS cgroup v1", HostFacts(eks_token=True, cgroup_v1=True, proc=True), "CPU", "cgroup v1"),
+    ("EKS without cgroups: on EKS, no provider, EC2 never asked", HostFacts(eks_token=True, proc=True), "DEFAULT",
+     "EKS without"),
+    ("EKS not Linux", HostFacts(linux=False, eks_token=True, cgroup_v2=True), "DEFAULT", "EKS without"),
+    ("IMDS disabled or not asked", HostFacts(proc=True), "DEFAULT", "not on EC2, ECS or EKS"),
+]
+
+
+@pytest.mark.parametrize("facts, metric, why", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_choose(facts: HostFacts, metric: str, why: str) -> None:
+    chosen, reason = choose(facts)
+    assert chosen == metric and why in reason
+
+
+def test_ec2_is_asked_only_off_ecs_and_eks() -> None:
+    """Java stops at the first platform it is on, EC2 last: no IMDS request on ECS or EKS."""
+    assert needs_ec2_probe(HostFacts(proc=True))
+    assert not needs_ec2_probe(HostFacts(ecs_v3=True))
+    assert not needs_ec2_probe(HostFacts(ecs_v4=True))
+    assert not needs_ec2_probe(HostFacts(eks_token=True))
