@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -41,7 +40,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import bench_environment, command, deliveries, enter_namespace, properties
+from common import bench_environment, command, deliveries, enter_namespace, properties, stop
 
 RUN_TIMEOUT_S = 900.0  # KCL 3.x alone needs over a minute before its first record
 SHORTEST_WINDOW_S = 2.0
@@ -148,12 +147,7 @@ def run_once(daemon: str, size: int, records: int, url: str, stream: str, work: 
     finally:
         meter.stop.set()
         emulator.stop.set()
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(10)
+        stop(process)
         log.close()
     assert first is not None and last is not None
     window = max(last - first, 1e-6)

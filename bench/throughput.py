@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import ROOT, bench_environment, command, deliveries, enter_namespace, properties, start_fast_kinesis
+from common import ROOT, bench_environment, command, deliveries, enter_namespace, properties, start_fast_kinesis, stop
 
 STREAM = "bench"
 READY_S = 300.0  # KCL 3.x takes a minute or more before its first record; 64 shards more
@@ -138,12 +138,7 @@ def run_once(daemon: str, shards: int, size: int, args: argparse.Namespace, dyna
             print(f"  note: {daemon}'s own processes changed during window {attempt} (restarts: see {log.name})",
                   flush=True)
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(10)
+        stop(process)
         log.close()
         source.send_signal(signal.SIGTERM)
         try:
