@@ -86,7 +86,6 @@ class Fleet3:
         self.left: dict[str, tuple[int, set[str]]] = {}  # lease -> (round, workers handed away from)
         self.rounds = 0
         self.metrics_rows: list[WorkerMetrics] = []  # the last round's worker-metrics items
-        self.reported: dict[str, float] = {}  # worker -> its metrics item's lut, the last round
         self.gone: dict[str, float] = {}  # worker seen with every lease expired -> its lut then
         self.next_monitor = 0.0
         self.ready_since: float | None = None  # the flip test has held since (2.x leader, UPGRADE_FROM_2X)
@@ -313,20 +312,20 @@ class Fleet3:
         # A worker renewing its leases is alive whatever its metrics item says (a late report, a
         # restarted Java worker's first one): moving its leases now would only move them back.
         live = {w.worker_id for w in workers}
+        reported = {row.worker_id: row.updated_at_s for row in self.metrics_rows}
         seen = assignment.lease_loads(leases.values(), self.observations, now, lease.failover_time_ms / 1000.0)
         renewing = {load.owner for load in seen if load.owner and not load.expired}
         # A worker that let every lease it owns expire has stopped, whatever its metrics item
         # (a stopped Java worker's stays live for 2 report periods): nothing goes to it until
         # it reports again.
         for owner in {load.owner for load in seen if load.owner and load.expired} - renewing - {self.me}:
-            self.gone.setdefault(owner, self.reported.get(owner, 0.0))
-        self.gone = {w: lut for w, lut in self.gone.items() if self.reported.get(w, 0.0) <= lut}
+            self.gone.setdefault(owner, reported.get(owner, 0.0))
+        self.gone = {w: lut for w, lut in self.gone.items() if reported.get(w, 0.0) <= lut}
         workers = [w for w in workers if w.worker_id not in self.gone]
         workers += [assignment.WorkerLoad(owner) for owner in sorted((renewing | {self.me}) - live)]
         # Leases pending a handoff stay out of the round until it ends or times out (above), as in
         # Java: reassigning one whose new owner looks dead for a moment only moves it back later.
-        loads = [load for load in assignment.lease_loads(leases.values(), self.observations, now,
-                                                         lease.failover_time_ms / 1000.0) if not load.handing_over]
+        loads = [load for load in seen if not load.handing_over]
         unstarted = assignment.settling(self.written, leases)
         self.left = {k: v for k, v in self.left.items() if self.rounds - v[0] < LEFT_ROUNDS and k in leases}
         # leases moved within LEFT_ROUNDS rounds count at the average throughput (a catch-up burst)
@@ -377,7 +376,6 @@ class Fleet3:
         table the table migration reads)."""
         self.metrics_rows = self.migration.worker_metrics()
         live_s = 2 * self.settings.worker_metrics_reporter_freq_ms / 1000.0
-        self.reported = {row.worker_id: row.updated_at_s for row in self.metrics_rows}
         return fleet_metrics.live_workers(self.metrics_rows, self.wall(), live_s)
 
     def _delete_stale(self) -> None:
