@@ -227,8 +227,9 @@ KEYS: tuple[Key, ...] = (
        "processor.worker_processes"),
     _k(_KCLMP + "metricsPort", integer(0, 65535), None,
        "serve Prometheus /metrics and /healthz on this port (0: any free port; unset: off)", "metrics.port"),
-    _k(_KCLMP + "leaderLockLeaseDurationMillis", integer(1000), 120000,
-       "3.x leader lock's lease duration, heartbeat a quarter of it (Java: 120000, no key)",
+    _k(_KCLMP + "leaderLockLeaseDurationMillis", integer(1000), None,
+       "3.x leader lock's lease duration a kcl-mp leader writes (unset: failoverTimeMillis, so a dead leader "
+       "is replaced within about failover; Java's lock client: 120000, no key)",
        "kcl3.leader_lease_duration_ms"),
     _k(_KCLMP + "workerMetric", choice("AUTO", "DEFAULT", "CPU"), "AUTO",
        "3.x worker metric published: AUTO (what a Java worker on this host would: CPU on EC2/ECS/EKS, "

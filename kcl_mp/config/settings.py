@@ -122,14 +122,9 @@ class Kcl3Settings:
     worker_metrics_reporter_freq_ms: int = 30000
     migrate_all_entities_to_lease_table: bool = False
     table_migration_complete_bake_s: int = 86400  # tableMigrationCompleteBakeTimeSeconds (Java clamps it)
-    leader_lease_duration_ms: int = 120000  # kclmp.leaderLockLeaseDurationMillis (Java has no key)
+    leader_lease_duration_ms: int | None = None  # kclmp.leaderLockLeaseDurationMillis; None: failoverTimeMillis
     stale_worker_metrics_s: float = 86400.0  # staleWorkerMetricsEntryCleanupDuration (P1D)
     worker_metric: str = "AUTO"  # kclmp.workerMetric: AUTO (as a Java worker here), DEFAULT (empty sts/opr) or CPU
-
-    @property
-    def heartbeat_s(self) -> float:
-        """The lock's heartbeat: a quarter of its lease duration (Java: 30 s of 120 s)."""
-        return self.leader_lease_duration_ms / 4000.0
 
 
 @dataclass(frozen=True)
@@ -183,3 +178,22 @@ class Config:
     ignored: tuple[tuple[str, str], ...] = field(default=())
     # Everything load_config warned about (unknown keys, duplicates, renamed values...).
     warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def assignment_interval_s(self) -> float:
+        """leaseAssignmentIntervalMillis (default 2 x failoverTimeMillis): the 3.x leader's round."""
+        ms = self.kcl3.lease_assignment_interval_ms or 2 * self.lease.failover_time_ms
+        return ms / 1000.0
+
+    @property
+    def leader_lock_ms(self) -> int:
+        """The lease duration a kcl-mp leader writes in the lock item (kclmp.leaderLockLeaseDurationMillis,
+        default failoverTimeMillis): contenders, Java's included, take a dead leader's lock that long
+        after they first saw its last heartbeat, so a dead leader costs about what a dead worker does."""
+        return self.kcl3.leader_lease_duration_ms or self.lease.failover_time_ms
+
+    @property
+    def leader_heartbeat_s(self) -> float:
+        """The lock's heartbeat and a contender's check: a quarter of the lease duration (Java: 30 s of
+        120 s). Both run in the renewal round, so at the default (failover) they run every renewal."""
+        return self.leader_lock_ms / 4000.0

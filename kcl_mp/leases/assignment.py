@@ -208,8 +208,10 @@ class _Books:
 
 def plan_assignment(leases: Sequence[LeaseLoad], workers: Sequence[WorkerLoad], settings: AssignmentSettings,
                     rng: random.Random, settling: Set[str] = frozenset(),
-                    left: Mapping[str, Set[str]] | None = None, unmeasured: Set[str] = frozenset()) -> AssignmentPlan:
-    """One round of the leader's assignment (the module docstring has the rule)."""
+                    left: Mapping[str, Set[str]] | None = None, unmeasured: Set[str] = frozenset(),
+                    rebalance: bool = True) -> AssignmentPlan:
+    """One round of the leader's assignment (the module docstring has the rule); ``rebalance``
+    False: steps 1-3 only (the leader's assignment-only round between its rounds)."""
     ids = sorted({w.worker_id for w in workers})
     if not ids:
         return AssignmentPlan((), tuple(sorted(lease.key for lease in leases)), {}, "no live worker")
@@ -221,7 +223,8 @@ def plan_assignment(leases: Sequence[LeaseLoad], workers: Sequence[WorkerLoad], 
             books.give(lease.key, None, lease.owner)
         else:
             pool.append(lease)
-    books.capacity, rebalance = _capacities(workers, books.load, settings)
+    books.capacity, unbalanced = _capacities(workers, books.load, settings)
+    rebalance = rebalance and unbalanced
     # A worker that let one of its leases expire while reporting metrics receives nothing
     # this round (unless nobody else can): it may be stuck, and giving it leases back churns.
     books.suspects = {lease.owner for lease in pool if lease.owner in books.held}

@@ -63,7 +63,7 @@ import math
 import random
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kcl_mp.config import LeaseSettings
 from kcl_mp.leases.lease import Lease
@@ -275,6 +275,35 @@ def plan_leases(
                     f"{view.summary}: nothing to steal (no worker holds 2 more than this one)")
     sources = ", ".join(f"{n} from {o}" for o, n in sorted(Counter(victims).items()))
     return Plan(view.target, (), tuple(steal), view.live, f"{view.summary}: stealing {sources}")
+
+
+def plan_rescue(
+    worker_id: str,
+    leases: Mapping[str, Lease],
+    observations: Mapping[str, Observation],
+    now: float,
+    settings: LeaseSettings,
+    after_s: float,
+    rng: random.Random,
+) -> Plan:
+    """A KCL 3.x follower's takes while its leader cannot be replaced soon (leases/fleet3.py):
+    the 2.x rule without steals, where *expired* means that nobody renewed, assigned or handed
+    the lease over for ``after_s`` (failover + one assignment interval) by this worker's scans.
+    Unlike the 2.x rule an unowned lease is not free at once: it counts from when this worker
+    first saw it unowned, since a live leader assigns new leases (a split's children) itself.
+
+    >>> seen = {"s0": Observation(1, "dead", 0.0, 0.0, None, False), "s1": Observation(4, "b", 50.0, 0.0, None, False),
+    ...         "s2": Observation(0, None, -math.inf, 50.0, None, False)}
+    >>> leases = {"s0": Lease("s0", "dead", 1), "s1": Lease("s1", "b", 4), "s2": Lease("s2", None, 0)}
+    >>> plan_rescue("a", leases, seen, 60.0, LeaseSettings("t", failover_time_ms=6000), 18.0, random.Random(0)).take
+    ('s0',)
+    """
+    view = _view(worker_id, leases, observations, now, replace(settings, failover_time_ms=round(after_s * 1000)))
+    fresh = {k for k in view.expired if not view.active[k].owner
+             and (k not in observations or now - observations[k].owner_since <= after_s)}
+    view = replace(view, expired=tuple(k for k in view.expired if k not in fresh))
+    plan = _take_or_stay(view, view.target - view.mine, rng)
+    return plan or Plan(view.target, (), (), view.live, f"{view.summary}: nothing abandoned")
 
 
 def plan_leases_java(

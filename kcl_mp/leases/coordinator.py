@@ -81,6 +81,7 @@ class Renewal:
     lost: tuple[str, ...] = ()  # no longer ours: stop their processors (leaseLost)
     handoffs: tuple[str, ...] = ()  # another worker asked for them: shutdownRequested, then finish
     acquired: tuple[str, ...] = ()  # handed over to this worker: start their processors
+    became_leader: bool = False  # this host now leads the 3.x fleet: scan at once (its first round)
 
 
 @dataclass
@@ -166,7 +167,7 @@ class LeaseCoordinator:
 
     def renew(self) -> Renewal:
         """One round: every held lease renewed at once (``renewer``), then what came of each."""
-        self.fleet3.tick()
+        became_leader = self.fleet3.tick()
         lost: list[str] = []
         handoffs: list[str] = []
         failover_s = self.config.lease.failover_time_ms / 1000.0
@@ -184,8 +185,11 @@ class LeaseCoordinator:
                     self.log.warning("renewing lease %s failed (%s); still held for %.1f s",
                                      key, outcome.error, failover_s - (outcome.ended_at - held.renewed_at))
                     continue
-                self.log.error("lease %s expired locally: no renewal for %.1f s (%s)",
-                               key, outcome.ended_at - held.renewed_at, outcome.error)
+                # A fault this host recovers from by itself (it was paused, or DynamoDB did not
+                # answer): the lease is checked again below, and another host may have it by now.
+                self.log.warning("lease %s expired locally: no renewal for %.1f s (%s); its processor stops "
+                                 "delivering until a renewal succeeds", key, outcome.ended_at - held.renewed_at,
+                                 outcome.error)
             if renewed is None:
                 self.drop(key, "taken by another worker or not renewable")
                 lost.append(key)
@@ -208,7 +212,7 @@ class LeaseCoordinator:
         self.metrics.add("renew_time", self.clock() - started)
         self.metrics.add("leases_held", len(self.held))
         self.metrics.add("leases_lost", 0)  # a sample every round, as Java's; each loss adds 1 (drop)
-        return Renewal(tuple(lost), tuple(handoffs), acquired)
+        return Renewal(tuple(lost), tuple(handoffs), acquired, became_leader)
 
     def _check_incoming(self) -> tuple[str, ...]:
         acquired: list[str] = []
@@ -256,11 +260,13 @@ class LeaseCoordinator:
     # -- taking and stealing ----------------------------------------------------------
 
     def scan_interval_s(self) -> float:
-        """How long until the next scan: the watch interval, or leaseAssignmentIntervalMillis
-        when this host leads a 3.x fleet and that is shorter (the leader's round runs in the
-        scan, and Java's runs every interval)."""
-        watch = self.config.lease.watch_interval_s
-        return min(watch, self.fleet3.interval_s) if self.fleet3.is_leader() else watch
+        """How long until the next scan: the watch interval in a 2.x role; the renewal interval in
+        a 3.x role, where the leader times every lease's expiry by its scans and a follower finds
+        what it was assigned through the owner index (one Query) or, while it rescues, scans
+        (fleet3's docstring: a dead worker's shards wait about failoverTimeMillis, not a round)."""
+        if self.fleet3.role.takes:
+            return self.config.lease.watch_interval_s
+        return self.config.lease.renew_interval_s
 
     def scan(self) -> tuple[str, ...]:
         """One look at the table: take expired leases; steal at most once per take interval.
@@ -282,6 +288,8 @@ class LeaseCoordinator:
         if not self.fleet3.role.takes:
             before = set(self.held)
             leases.update(self.fleet3.lead(leases))
+            if self.fleet3.rescues():
+                self._rescue(leases)
             self.adopt_own_leases(self.fleet3.discover(leases.values(), [*self.held, *self.incoming]),
                                   "assigned by the leader")
             return tuple(key for key in self.held if key not in before)
@@ -314,9 +322,24 @@ class LeaseCoordinator:
             self._record_fleet(leases, acquired, sum(1 for key in acquired if key in plan.take), now)
         return tuple(acquired)
 
+    def _rescue(self, leases: Mapping[str, Lease]) -> None:
+        """A 3.x follower whose leader cannot be replaced soon takes what lies abandoned (fleet3's docstring)."""
+        now = self.clock()
+        self.observations = balance.observe(self.observations, leases.values(), now)
+        after_s = self.fleet3.rescue_after_s
+        plan = balance.plan_rescue(self.me, leases, self.observations, now, self.config.lease, after_s, self.rng)
+        lock = self.fleet3.election.last_read if self.fleet3.election else None
+        leader = f"{lock.owner}, whose lock lasts {lock.lease_duration_ms / 1000:.0f} s," if lock else "the leader"
+        for key in plan.take:
+            if self.avoid.get(key, now) <= now:
+                self._take(leases[key], f"took lease {key} (from {leases[key].owner or 'nobody'}: nobody renewed or "
+                           f"assigned it for {after_s:.0f} s and {leader} has not reassigned it)")
+
     def _index_follower(self) -> bool:
-        """A 3.x follower whose lease table has an ACTIVE lease-owner index (``discovery``)."""
-        return not self.fleet3.role.takes and not self.fleet3.is_leader() and self.discovery.usable()
+        """A 3.x follower whose lease table has an ACTIVE lease-owner index (``discovery``), and
+        that does not rescue (``Fleet3.rescues``: then it scans the whole table)."""
+        return (not self.fleet3.role.takes and not self.fleet3.is_leader() and not self.fleet3.rescues()
+                and self.discovery.usable())
 
     def _discover(self) -> tuple[str, ...]:
         """The leases the leader assigned here, through the index; losses show in the renewals."""

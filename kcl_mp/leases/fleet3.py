@@ -10,14 +10,15 @@ coordinator takes and steals by the 2.x rules::
                (``client_version.initial``), pick the role, log it with the config and
                where it came from; a lock role checks the election at once, so a leader's
                first round runs on the first scan (Java's LAM runs its first at start)
-    scan       every scan: read ``TableMigration3.5`` until COMPLETE (then everything moves
-               to the lease table), read ``Migration3.0`` again and follow a flip or a rollback
-               (``client_version.follow``, logged and counted); in a 3.x role the scan
-               takes nothing: a follower finds its leases through the owner index
-               (``discovery``), the leader scans, adopts what ``discover`` shows
-               assigned to it and runs its assignment round when due
+    scan       every scan (in a 3.x role every renewal interval): read ``TableMigration3.5``
+               until COMPLETE (then everything moves to the lease table), read ``Migration3.0``
+               again (both at most every watch interval) and follow a flip or a rollback
+               (``client_version.follow``, logged and counted); in a 3.x role a follower finds
+               its leases through the owner index (``discovery``), the leader scans, adopts
+               what ``discover`` shows assigned to it and runs its assignment round (``lead``)
     tick       every renewal round: the leader election's heartbeat (lock-based roles)
-               and the worker-metrics item (roles that publish), each on its own period
+               and the worker-metrics item (roles that publish), each on its own period;
+               whether this host has just become the leader (the supervisor scans at once)
 
 The leader's round (``lead``) is Java's LeaseAssignmentManager with kcl-mp's balance rule
 (``assignment.plan_assignment``): every leaseAssignmentIntervalMillis it scans the leases
@@ -26,6 +27,21 @@ the counter it saw), hands leases over gracefully to balance, and assigns outrig
 handoff pending longer than gracefulLeaseHandoffTimeoutMillis (its old owner died or does
 not answer). ``left`` (which workers a lease was moved away from) is forgotten after
 LEFT_ROUNDS rounds, so a worker can get a lease back once the fleet has changed.
+
+A dead worker costs its shards seconds, not a round or a lock's two minutes:
+- The leader folds every scan (every renewal interval) into its observations and, between
+  its rounds, runs an assignment-only round (no rebalancing) as soon as a scan shows a lease
+  expired or unowned that the last round did not spill over: a lease is reassigned within
+  about failoverTimeMillis of its owner's last renewal.
+- A kcl-mp leader's lock lasts failoverTimeMillis (``Config.leader_lock_ms``), so a dead or
+  paused kcl-mp leader is replaced within about that; the new leader scans at once.
+- A Java leader's lock lasts 120 s and nothing may shorten it. While the lock a follower reads
+  would outlast failover + one assignment interval (``rescues``), the follower scans the whole
+  table and takes, as a 2.x taker without steals, the leases that nobody renewed, assigned or
+  handed over for that long (``balance.plan_rescue``): a live leader reassigns an expired
+  lease within that time, so only a dead or stuck one leaves work to a follower. The take is
+  the same conditional write on the counter as every take; a Java leader's next round sees a
+  lease renewed by a live worker, which it leaves or hands over like any other.
 
 Worker metrics: by default kcl-mp publishes Java's "default worker metric" (empty
 ``sts``/``opr``), what a Java worker reports off EC2/ECS/EKS; ``kclmp.workerMetric=CPU``
@@ -79,7 +95,8 @@ class Fleet3:
                                        coordinator_table=self.settings.coordinator_state_table_name,
                                        metrics_table=self.settings.worker_metrics_table_name,
                                        clock_ms=lambda: int(self.wall() * 1000))
-        self.next_check = self.next_publish = self.next_round = 0.0
+        self.next_check = self.next_publish = self.next_round = self.next_follow = 0.0
+        self.spilled: frozenset[str] = frozenset()  # what the last round could give nobody
         self.observations: dict[str, balance.Observation] = {}
         self.handoff_seen: dict[str, float] = {}  # lease -> when the leader first saw its handoff pending
         self.written: dict[str, int] = {}  # leases moved, not yet renewed by their new owner
@@ -103,14 +120,21 @@ class Fleet3:
     def role(self) -> Role:
         return client_version.role(self.version)
 
-    @property
-    def interval_s(self) -> float:
-        """leaseAssignmentIntervalMillis (default 2 x failoverTimeMillis)."""
-        ms = self.settings.lease_assignment_interval_ms or 2 * self.config.lease.failover_time_ms
-        return ms / 1000.0
-
     def is_leader(self) -> bool:
         return self.election is not None and self.role.lock_leader and self.election.is_leader()
+
+    @property
+    def rescue_after_s(self) -> float:
+        """How long a lease lies abandoned before a follower takes it: failover + one assignment interval."""
+        return self.config.lease.failover_time_ms / 1000.0 + self.config.assignment_interval_s
+
+    def rescues(self) -> bool:
+        """Whether this follower takes abandoned leases (module docstring): the lock it last read
+        is held, and for longer than a lease may lie abandoned (a Java leader's 120 s)."""
+        if self.election is None or not self.role.lock_leader or self.election.is_leader():
+            return False
+        lock = self.election.last_read
+        return lock is not None and not lock.released and lock.lease_duration_ms / 1000.0 > self.rescue_after_s
 
     # -- start-up ---------------------------------------------------------------------
 
@@ -139,7 +163,7 @@ class Fleet3:
         m = self.migration
         self.tables = m.writes
         self.store = CoordinatorStateStore(self.client, m.writes, self.me, lambda: int(self.wall() * 1000), m.reads)
-        self.election = LeaderElection(LeaderLock(self.client, m.lock, self.me, self.settings.leader_lease_duration_ms))
+        self.election = LeaderElection(LeaderLock(self.client, m.lock, self.me, self.config.leader_lock_ms))
         self.reporter = WorkerMetricsReporter(self.client, m.writes, self.me,
                                               report_period_s=self.settings.worker_metrics_reporter_freq_ms / 1000.0,
                                               clock=self.clock, wall=self.wall)
@@ -180,7 +204,12 @@ class Fleet3:
     # -- every scan -------------------------------------------------------------------
 
     def follow(self) -> bool:
-        """Read ``Migration3.0`` and move with a flip or a rollback; whether the role changed."""
+        """Read ``Migration3.0`` (at most every watch interval) and move with a flip or a rollback;
+        whether the role changed."""
+        now = self.clock()
+        if now < self.next_follow:
+            return False
+        self.next_follow = now + self.config.lease.watch_interval_s
         try:
             if self.migration.refresh():
                 self._relocate("read")
@@ -249,12 +278,14 @@ class Fleet3:
 
     # -- every renewal round ----------------------------------------------------------
 
-    def tick(self) -> None:
-        """The election's heartbeat and the metrics item, each when due."""
+    def tick(self) -> bool:
+        """The election's heartbeat and the metrics item, each when due; whether this host has
+        just become the leader."""
         now = self.clock()
         r = self.role
+        became = False
         if r.lock_leader and self.election is not None and now >= self.next_check:
-            self.next_check = now + self.settings.heartbeat_s
+            self.next_check = now + self.config.leader_heartbeat_s
             was = self.election.is_leader()
             try:
                 leads = self.election.check()
@@ -265,8 +296,9 @@ class Fleet3:
                 self.metrics.add("leader_changes", 1)
                 self.log.info("worker %s %s the fleet's leader", self.me, "is now" if leads else "is no longer")
                 self.next_round = now
+                became = leads
         if not r.publishes_metrics or self.reporter is None:
-            return
+            return became
         cpu = self.metric == "CPU"
         if cpu:  # a sample every renewal round; the report averages those since the last one
             self.reporter.cpu.capture()
@@ -276,6 +308,7 @@ class Fleet3:
                 self.reporter.publish({CPU: self.reporter.cpu.report()} if cpu else {})
             except DependencyError as exc:
                 self.log.warning("publishing worker metrics: %s", exc)
+        return became
 
     def release(self) -> None:
         if self.election is not None and self.election.release():
@@ -284,14 +317,21 @@ class Fleet3:
     # -- the leader's round -----------------------------------------------------------
 
     def lead(self, leases: Mapping[str, Lease]) -> dict[str, Lease]:
-        """One assignment round when due (leader only); the leases it wrote, as written."""
+        """Every scan (leader only): the assignment round when due, else an assignment-only round
+        when a lease lies expired or unowned (module docstring); the leases it wrote, as written."""
         now = self.clock()
-        if not self.is_leader() or now < self.next_round:
+        if not self.is_leader():
             return {}
-        self.next_round = now + self.interval_s
-        self.rounds += 1
         lease = self.config.lease
         self.observations = balance.observe(self.observations, leases.values(), now)
+        seen = assignment.lease_loads(leases.values(), self.observations, now, lease.failover_time_ms / 1000.0)
+        due = now >= self.next_round
+        if not due and not any(load.expired and not load.handing_over and load.key not in self.spilled
+                               for load in seen):
+            return {}
+        if due:
+            self.next_round = now + self.config.assignment_interval_s
+            self.rounds += 1
         written: list[assignment.Move] = []
         out: dict[str, Lease] = {}
         for key in [k for k in self.handoff_seen if k not in leases or not leases[k].checkpoint_owner]:
@@ -313,7 +353,6 @@ class Fleet3:
         # restarted Java worker's first one): moving its leases now would only move them back.
         live = {w.worker_id for w in workers}
         reported = {row.worker_id: row.updated_at_s for row in self.metrics_rows}
-        seen = assignment.lease_loads(leases.values(), self.observations, now, lease.failover_time_ms / 1000.0)
         renewing = {load.owner for load in seen if load.owner and not load.expired}
         # A worker that let every lease it owns expire has stopped, whatever its metrics item
         # (a stopped Java worker's stays live for 2 report periods): nothing goes to it until
@@ -330,7 +369,9 @@ class Fleet3:
         self.left = {k: v for k, v in self.left.items() if self.rounds - v[0] < LEFT_ROUNDS and k in leases}
         # leases moved within LEFT_ROUNDS rounds count at the average throughput (a catch-up burst)
         plan = assignment.plan_assignment(loads, workers, self.assignment, self.rng, unstarted,
-                                          {k: frozenset(v[1]) for k, v in self.left.items()}, set(self.left))
+                                          {k: frozenset(v[1]) for k, v in self.left.items()}, set(self.left),
+                                          rebalance=due)
+        self.spilled = frozenset(plan.spillover)
         for move in plan.moves:
             if done := self._write(move, leases[move.key]):
                 out[move.key] = done
@@ -341,9 +382,10 @@ class Fleet3:
         self.written.update(assignment.written_counters(
             assignment.AssignmentPlan(tuple(written), (), {}, ""), leases))
         if written or plan.spillover:
-            self.log.info("leader: %s", plan.reason)
-        self._delete_stale()
-        self._migrate({seen.owner for seen in leases.values() if seen.owner}, renewing)
+            self.log.info("leader: %s%s", plan.reason, "" if due else " (between rounds: leases lay expired)")
+        if due:
+            self._delete_stale()
+            self._migrate({seen.owner for seen in leases.values() if seen.owner}, renewing)
         return out
 
     def _migrate(self, owners: set[str], unexpired: set[str]) -> None:

@@ -28,6 +28,14 @@ version is seen only after the write that began the holder's period), and a Java
 a kcl-mp host never both lead; a dead leader is replaced ``leaseDuration`` after a
 contender first sees its last version. Java's decider checks at most once per heartbeat
 period (30 s) when it does not lead, and heartbeats every 30 s.
+
+A kcl-mp leader writes a lease duration of failoverTimeMillis (``Config.leader_lock_ms``)
+and heartbeats every renewal round, so a dead or paused kcl-mp leader is replaced about as
+fast as a dead worker's leases expire, not after Java's 120 s. Nothing changes for a Java
+host: its lock client reads the duration from the item (whatever the holder wrote) and,
+checking every 30 s, sees a new version every time while a kcl-mp leader lives; when it
+holds the lock itself it writes its own 120 s, which kcl-mp contenders honour in turn.
+The rule above holds for any duration, so there are never two leaders.
 """
 
 from __future__ import annotations
@@ -153,6 +161,7 @@ class LeaderElection:
         self.new_version = new_version
         self.held: Sighting | None = None  # our version and when its write began
         self.seen: Sighting | None = None  # another holder's version, first seen when
+        self.last_read: Lock | None = None  # the lock as a contender last read it (None: absent, or we lead)
 
     @property
     def worker_id(self) -> str:
@@ -176,7 +185,7 @@ class LeaderElection:
             self.held = None
             return False
         self.held = None
-        current = self.lock.read()
+        current = self.last_read = self.lock.read()
         now = self.clock()
         if current is not None and not current.released:
             if self.seen is None or self.seen.version != current.version:
@@ -187,7 +196,7 @@ class LeaderElection:
         began, version = self.clock(), self.new_version()
         if not self.lock.acquire(version, current):
             return False
-        self.held, self.seen = Sighting(version, began), None
+        self.held, self.seen, self.last_read = Sighting(version, began), None, None
         log.info("worker %s: became leader (lock in %s%s)", self.worker_id, self.lock.table,
                  f", replacing {current.owner}" if current is not None else "")
         return True

@@ -148,8 +148,11 @@ class Supervisor:
             if now >= due["renew"]:
                 self.loop_lag_s = now - due["renew"]
                 self.metrics.add("loop_lag", self.loop_lag_s)
-                self.handle_renewal(self.leases.renew())
+                renewal = self.leases.renew()
+                self.handle_renewal(renewal)
                 due["renew"] = now + lease_settings.renew_interval_s
+                if renewal.became_leader:  # its first round now, not a scan interval later
+                    due["scan"] = now
             if now >= due["scan"]:
                 self.leases.scan()
                 due["scan"] = self.clock() + self.leases.scan_interval_s()
@@ -317,12 +320,15 @@ class Supervisor:
         held = self.leases.held.get(key)
         gone = restart_policy.Gone(worker.shard_end, code, worker.failure, now - worker.started_at, held is not None,
                                    self.stopping, held is not None and held.lease.is_shard_end, cannot_start,
-                                   code == EXIT_PROCESSOR)
+                                   code == EXIT_PROCESSOR, worker.told_lost_at is not None)
         decision = restart_policy.after_exit(gone, self.restarts.get(key, Restart()).attempts, self.config.processor,
                                              self.rng)
         self.counters.update(decision.counters)
         limit = self.config.processor.max_restarts
         match decision.action:
+            case Action.RESUME:
+                self.restarts.pop(key, None)
+                self.log.info("shard %s %s", key, decision.why)
             case Action.FINISHED:
                 self.leases.shard_ended(key)
                 self.restarts.pop(key, None)

@@ -5,6 +5,9 @@ Pure: the supervisor gathers the facts (``Gone``), asks ``after_exit``, and carr
 
     reported SHARD_END checkpointed         finished   the shard is done; children may start
     lease no longer held, or host stopping  none       nothing to restart here
+    stopped cleanly after leaseLost, and    resume     no failure: this host's hold lapsed (a
+      the lease is held here again                     pause, a lost renewal) and the lease came
+                                                       back; start at once from its checkpoint
     the executable cannot be started        stop_host  a configuration error: exit 1
     the lease is at SHARD_END already       finished   it checkpointed, then died before saying so
     missed the shard-end checkpoint         restart    (count shard_end_not_checkpointed)
@@ -34,6 +37,7 @@ from enum import Enum
 
 from kcl_mp.backoff import Backoff
 from kcl_mp.config import ProcessorSettings
+from kcl_mp.errors import EXIT_OK
 
 RESTART_BACKOFF = Backoff(base_s=1.0, cap_s=60.0)
 HEALTHY_AFTER_S = 60.0  # a worker that ran this long resets its restart count
@@ -52,6 +56,7 @@ class Gone:
     at_shard_end: bool  # the lease's checkpoint, read again, is SHARD_END
     cannot_start: bool  # the executable could not be started at all
     broke_protocol: bool  # the processor failed (crash, hang, wrong answer), not a dependency
+    told_lost: bool = False  # the supervisor told it leaseLost before it ended
 
 
 class Action(str, Enum):
@@ -61,6 +66,7 @@ class Action(str, Enum):
     NONE = "none"  # nothing to do here
     STOP_HOST = "stop_host"  # exit 1
     RESTART = "restart"  # from the last checkpoint, after ``delay_s``
+    RESUME = "resume"  # no failure: start again from the last checkpoint now
     RELEASE = "release"  # give the lease to another host
 
 
@@ -78,6 +84,9 @@ def after_exit(gone: Gone, attempts_before: int, settings: ProcessorSettings, rn
         return Decision(Action.FINISHED, "ended and was checkpointed at SHARD_END")
     if not gone.held or gone.stopping:
         return Decision(Action.NONE)
+    if gone.told_lost and gone.code == EXIT_OK and not gone.failure:
+        return Decision(Action.RESUME, "stopped for leaseLost when this host's hold on the lease lapsed; the lease "
+                        "is held here again: starting it from its last checkpoint")
     if gone.cannot_start:
         return Decision(Action.STOP_HOST, f"the processor cannot be started ({gone.failure})")
     if gone.at_shard_end:

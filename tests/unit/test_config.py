@@ -299,7 +299,9 @@ def test_kcl3_keys_are_settings(tmp_path) -> None:
     assert load(tmp_path, overrides={"clientVersionConfig": "CLIENT_VERSION_CONFIG_3X"}).kcl3.client_version_config_from \
         == "--set"
     assert (config.kcl3.lease_assignment_interval_ms, config.kcl3.dampening_percentage) == (4000, 80)
-    assert (config.kcl3.worker_metrics_table_name, config.kcl3.heartbeat_s) == ("wm", 2.0)
+    assert (config.kcl3.worker_metrics_table_name, config.leader_lock_ms, config.leader_heartbeat_s) == ("wm", 8000, 2.0)
+    unset = load(tmp_path, failoverTimeMillis="6000")  # the lock sized to failover, so a dead leader costs seconds
+    assert (unset.leader_lock_ms, unset.leader_heartbeat_s, unset.assignment_interval_s) == (6000, 1.5, 12.0)
     assert config.ignored == ()
 
 
