@@ -29,6 +29,11 @@ The rules:
 - No checkpoint backwards: the table monitor saw none, and per shard the successful
   checkpoints the processors recorded never go back.
 - Clean exits: every host exits 0 after SIGTERM at the end.
+- Recovery per fault: for each host killed or paused and each processor killed, the time from
+  the fault to the next delivery of each shard it was delivering (failover_run.recovery),
+  within failover + one assignment interval + 10 s (``RECOVERY_BOUND_S``).
+- No ERROR line for a fault kcl-mp recovers from by itself: the only ones allowed are those of
+  a shard whose processor was killed, within ``KILLED_ERRORS_S`` of the kill.
 """
 
 from __future__ import annotations
@@ -40,11 +45,14 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from .failover_run import Delivery, recovery
 from .fault_run import FAILOVER_MS, Facts
 
 TOLERANCE_S = 0.5
+RECOVERY_BOUND_S = FAILOVER_MS / 1000 + 2 * FAILOVER_MS / 1000 + 10.0  # failover + an assignment interval + 10 s
+KILLED_ERRORS_S = 15.0
 ACQUIRED = [re.compile(p) for p in (r"^took lease (\S+) ", r"^stole lease (\S+) ", r"^lease (\S+) handed over at ",
-                                    r"^kept lease (\S+) from an earlier run")]
+                                    r"^kept lease (\S+) (?:from an earlier run|assigned by the leader)")]
 RELEASED = [re.compile(p) for p in (r"^handed lease (\S+) over", r"^released lease (\S+) ",
                                     r"^shard (\S+): .* released the lease for another host")]
 BEFORE_ALL, AFTER_ALL = (-1, 0), (10 ** 80, 0)  # sequence numbers have 56 digits
@@ -175,11 +183,36 @@ def judge(facts: Facts) -> Verdict:
     backwards = checkpoints_backwards(run)
     if backwards:
         failures.append(f"checkpoints went backwards: {backwards[:5]}")
+    recovered = recovery_per_fault(run)
+    slow = {fault: s for fault, s in recovered.items() if s is not None and s > RECOVERY_BOUND_S}
+    if slow:
+        failures.append(f"recovery over {RECOVERY_BOUND_S:.0f} s: {slow}")
+    errors = errors_logged(facts)
+    if errors:
+        failures.append(f"{len(errors)} ERROR lines for faults kcl-mp recovers from: {errors[:10]}")
     unclean = {host: code for host, code in facts.exit_codes.items() if code != 0}
     if unclean or len(facts.exit_codes) < len(facts.logs):
         failures.append(f"hosts did not exit 0 after SIGTERM: {unclean or facts.exit_codes}")
-    return Verdict(figures(run, lost, causes, unexplained, non_holder, processors_non_holder, crossed, backwards),
-                   failures, details)
+    return Verdict({**figures(run, lost, causes, unexplained, non_holder, processors_non_holder, crossed, backwards),
+                    "recovery_s": recovered, "errors_logged": errors}, failures, details)
+
+
+def recovery_per_fault(run: Run) -> dict[str, float | None]:
+    """Per host killed or paused and processor killed: the longest time from the fault to the
+    next delivery of a shard it was delivering (None: a shard never delivered again, as when a
+    reshard ended it; the other rules judge that)."""
+    found = sorted((Delivery(e["_shard"], run.host(e), e["_pid"], e.get("got") or e["at"]) for e in run.records),
+                   key=lambda d: d.at)
+    out: dict[str, float | None] = {}
+    for i in run.facts.injected:
+        if i["action"] not in ("kill_host", "pause_host", "kill_processor") or "pids" not in i:
+            continue
+        shards = recovery(found, i["host"], i["t"])
+        if i["action"] == "kill_processor":
+            shards = {k: v for k, v in shards.items() if k == i.get("shard")}
+        label = f"{i['action']} {i['host']}{' ' + i['shard'] if 'shard' in i else ''} at {i['t'] - run.facts.began:.0f} s"
+        out[label] = None if not shards or None in shards.values() else max(v for v in shards.values() if v is not None)
+    return out
 
 
 def non_holder_deliveries(run: Run) -> list[dict]:
@@ -309,7 +342,7 @@ def figures(run: Run, lost: list[str], causes: Counter, unexplained: Counter, no
         "processor_kills": sum(i["action"] == "kill_processor" and "pids" in i for i in injected),
         "host_kills": sum(i["action"] == "kill_host" for i in injected), "pauses": len(run.pauses),
         "longest_wait": max(waits.items(), key=lambda kv: kv[1], default=("-", 0.0)), "waits": waits,
-        "backwards": len(backwards), "exits": dict(facts.exit_codes), "errors_logged": errors_logged(facts.logs),
+        "backwards": len(backwards), "exits": dict(facts.exit_codes),
         "leases_lost": leases_lost(facts),
     }
 
@@ -337,12 +370,16 @@ def leases_lost(facts: Facts) -> dict[str, int]:
     return {"all": len(lost), "in_storm": sum(any(a <= t <= b for a, b in storms) for t in lost)}
 
 
-def errors_logged(logs: dict[str, str]) -> list[str]:
-    """The hosts' ERROR lines other than the ones a killed processor causes."""
+def errors_logged(facts: Facts) -> list[str]:
+    """The hosts' ERROR lines other than those of a shard whose processor was killed, logged
+    within KILLED_ERRORS_S of the kill."""
+    kills = [(i["t"], i["shard"]) for i in facts.injected if i["action"] == "kill_processor" and "shard" in i]
     out = []
-    for host, text in logs.items():
-        for _, entry in log_lines(text):
-            msg = entry.get("msg", "")
-            if entry.get("level") == "ERROR" and "restart" not in msg and "processor failed" not in msg:
-                out.append(f"{host} {entry['ts']} {entry.get('shard', '-')}: {msg[:200]}")
+    for host, text in facts.logs.items():
+        for t, entry in log_lines(text):
+            msg, shard = entry.get("msg", ""), entry.get("shard", "-")
+            if entry.get("level") != "ERROR" or any(
+                    0 <= t - at <= KILLED_ERRORS_S and (shard == killed or killed in msg) for at, killed in kills):
+                continue
+            out.append(f"{host} {entry['ts']} {shard}: {msg[:200]}")
     return out

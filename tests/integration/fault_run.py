@@ -3,6 +3,10 @@ kinesis-mock, the lease table on moto, both behind throttling proxies, a produce
 throughout, and on a schedule drawn from the seed: SIGKILL of single processor children,
 SIGKILL of a whole host (restarted a few seconds later), SIGSTOP of a host for longer than
 failover plus a take interval (then SIGCONT), a throttling storm, a split and a merge.
+In ``MODES`` "2x" (clientVersionConfig COMPATIBLE_WITH_2X: the 2.x take and steal rules) the
+host killed and the host paused are drawn from the seed; in "default" (clientVersionConfig
+unset: KCL 3.x, a leader assigns) both are the fleet's leader when the step runs (the lock
+item's owner), the host whose loss costs the most.
 
 ``schedule(seed)`` is pure: the steps, printed at the start so a failure replays with
 ``KCLMP_FAULT_SEED=<seed>``. ``run(...)`` carries it out and returns the ``Facts`` the
@@ -47,6 +51,8 @@ TAKE_INTERVAL_S = 2 * (FAILOVER_MS + 25) / 1000  # what kcl-mp derives from fail
 PAUSE_S = FAILOVER_MS / 1000 + TAKE_INTERVAL_S + 2.0  # expired, and a scan of another host has taken it
 THROTTLE_SHARE, STORM_SHARE, STORM_S = 0.05, 0.30, 4.0
 PER_ROUND, ROUND_S = 15, 0.1  # the producer: 15 records every 0.1 s (about 100 a second under load)
+MODES = {"2x": "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X", "default": None}
+LEADER = "leader"  # a step's host: the fleet's leader when the step runs (default mode)
 
 
 @dataclass(frozen=True)
@@ -58,13 +64,15 @@ class Step:
     down_s: float = 0.0  # kill_host: how long the host stays down
 
 
-def schedule(seed: int) -> tuple[Step, ...]:
+def schedule(seed: int, mode: str = "2x") -> tuple[Step, ...]:
     """The faults in a seeded order, 3 to 6 s apart (each step starts after the one before
     it has finished: a host is back before the next fault)."""
     rng = random.Random(seed)
     actions = ["kill_processor", "kill_processor", "kill_host", "pause_host", "storm", "split", "merge"]
     rng.shuffle(actions)
     killed, paused = rng.sample(HOSTS, 2)
+    if mode == "default":
+        killed = paused = LEADER
     steps, at = [], 0.0
     for action in actions:
         host = {"kill_host": killed, "pause_host": paused, "kill_processor": rng.choice(HOSTS)}.get(action, "")
@@ -79,6 +87,7 @@ class Facts:
     """What happened, as the judge needs it (wall-clock times, time.time())."""
     seed: int
     steps: tuple[Step, ...]
+    mode: str = "2x"
     puts: list[Put] = field(default_factory=list)
     entries: list[dict] = field(default_factory=list)  # every recorder line (harness.recorded)
     logs: dict[str, str] = field(default_factory=dict)  # host -> its whole log (JSON lines, every run)
@@ -131,7 +140,7 @@ def _processors(daemon: Daemon, out: Path) -> list[tuple[str, int]]:
 
 
 class FaultRun:
-    def __init__(self, seed: int, tmp: Path, kinesis_url: str, moto_url: str, name: str):
+    def __init__(self, seed: int, tmp: Path, kinesis_url: str, moto_url: str, name: str, mode: str = "2x"):
         self.seed, self.tmp, self.name = seed, tmp, name
         self.out = tmp / "out"
         self.out.mkdir(parents=True, exist_ok=True)
@@ -139,12 +148,14 @@ class FaultRun:
         self.dynamodb = boto3.client("dynamodb", endpoint_url=moto_url, region_name="us-east-1")
         self.proxies = {"kinesis": ThrottleProxy(kinesis_url, "kinesis", seed=seed, share=THROTTLE_SHARE),
                         "dynamodb": ThrottleProxy(moto_url, "dynamodb", seed=seed, share=THROTTLE_SHARE)}
-        self.props = write_properties(tmp / "app.properties", **base_properties(
+        keys = base_properties(
             self.proxies["dynamodb"].url, name, name + "-app", f"{sys.executable} {RECORDER}",
             kinesisEndpoint=self.proxies["kinesis"].url, failoverTimeMillis=FAILOVER_MS, maxRecords=500,
-            shardSyncIntervalMillis=2000, parentShardPollIntervalMillis=500, idleTimeBetweenReadsInMillis=200))
+            shardSyncIntervalMillis=2000, parentShardPollIntervalMillis=500, idleTimeBetweenReadsInMillis=200,
+            clientVersionConfig=MODES[mode])
+        self.props = write_properties(tmp / "app.properties", **{k: v for k, v in keys.items() if v is not None})
         self.hosts: dict[str, Daemon] = {}
-        self.facts = Facts(seed, schedule(seed))
+        self.facts = Facts(seed, schedule(seed, mode), mode)
 
     def start_host(self, host: str) -> None:
         env = {"RECORDER_DIR": str(self.out), "RECORDER_CHECKPOINT_EVERY": "40", "RECORDER_HOST": host}
@@ -168,24 +179,36 @@ class FaultRun:
         _signal_all([psutil.Process(pid)], signal.SIGKILL)
         self.note("kill_processor", owner, shard=shard, pids=[pid])
 
+    def _host(self, step: Step) -> str:
+        """The step's host: the lock item's owner for LEADER (a host of this run, or the step fails)."""
+        if step.host != LEADER:
+            return step.host
+        item = self.dynamodb.get_item(TableName=self.name + "-app-CoordinatorState", Key={"key": {"S": "Leader"}},
+                                      ConsistentRead=True).get("Item")
+        owner = item["ownerName"]["S"] if item else None
+        assert owner in self.hosts, f"the leader is {owner!r}, not a host of this run"
+        return owner
+
     def kill_host(self, step: Step) -> None:
-        processes = _tree(self.hosts[step.host])
+        host = self._host(step)
+        processes = _tree(self.hosts[host])
         _signal_all(processes, signal.SIGKILL)
-        self.note("kill_host", step.host, pids=[p.pid for p in processes], down_s=step.down_s)
-        self.hosts[step.host].wait(30)
+        self.note("kill_host", host, pids=[p.pid for p in processes], down_s=step.down_s)
+        self.hosts[host].wait(30)
         time.sleep(step.down_s)
-        self.start_host(step.host)
-        self.note("restart_host", step.host)
+        self.start_host(host)
+        self.note("restart_host", host)
 
     def pause_host(self, step: Step) -> None:
-        processes = _tree(self.hosts[step.host])
+        host = self._host(step)
+        processes = _tree(self.hosts[host])
         _signal_all(processes, signal.SIGSTOP)
         stopped = time.time()
         time.sleep(PAUSE_S)
         _signal_all(processes, signal.SIGCONT)
-        self.facts.injected.append({"t": stopped, "action": "pause_host", "host": step.host, "until": time.time(),
+        self.facts.injected.append({"t": stopped, "action": "pause_host", "host": host, "until": time.time(),
                                     "pids": [p.pid for p in processes]})
-        print(f"  paused {step.host} for {time.time() - stopped:.1f} s (SIGSTOP, then SIGCONT)", flush=True)
+        print(f"  paused {host} for {time.time() - stopped:.1f} s (SIGSTOP, then SIGCONT)", flush=True)
 
     def storm(self, step: Step) -> None:
         for proxy in self.proxies.values():

@@ -3,8 +3,10 @@ three real kcl-mp hosts, kinesis-mock and moto behind throttling proxies, a prod
 throughout, kills, a pause past failover, a split and a merge, on a schedule drawn from a seed.
 
 One seed by default (``KCLMP_FAULT_SEED``, default 1); ``KCLMP_FAULT_SEEDS=1,2,3`` runs
-several. The schedule is printed first, so a failure replays with its seed. One run takes
-75-95 s on a loaded 2-core machine (bounded: every wait has a deadline).
+several; each in both modes (fault_run.MODES: the 2.x rules, and the default KCL 3.x mode with
+the leader killed and paused). The schedule is printed first, so a failure replays with its
+seed and mode. One run takes 75-95 s on a loaded 2-core machine (bounded: every wait has a
+deadline).
 """
 
 from __future__ import annotations
@@ -15,19 +17,20 @@ from pathlib import Path
 import pytest
 
 from .fault_judge import judge
-from .fault_run import FaultRun, schedule
+from .fault_run import MODES, FaultRun, schedule
 
 pytestmark = pytest.mark.integration
 
 SEEDS = [int(s) for s in os.environ.get("KCLMP_FAULT_SEEDS", os.environ.get("KCLMP_FAULT_SEED", "1")).split(",")]
 
 
+@pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("seed", SEEDS)
-def test_faults(seed: int, tmp_path: Path, kinesis_mock_url, moto_url, unique_name):
-    print(f"\nfault run, replay with KCLMP_FAULT_SEED={seed}; schedule (s after the warm-up):")
-    for step in schedule(seed):
+def test_faults(seed: int, mode: str, tmp_path: Path, kinesis_mock_url, moto_url, unique_name):
+    print(f"\nfault run ({mode} mode), replay with KCLMP_FAULT_SEED={seed}; schedule (s after the warm-up):")
+    for step in schedule(seed, mode):
         print(f"  {step}")
-    facts = FaultRun(seed, tmp_path, kinesis_mock_url, moto_url, unique_name).run()
+    facts = FaultRun(seed, tmp_path, kinesis_mock_url, moto_url, unique_name, mode).run()
     verdict = judge(facts)
     print("figures:", verdict.figures)
     for line in verdict.details:

@@ -23,7 +23,8 @@ def _run(case: dict):
     leases = [LeaseLoad(k, o, t, e, h) for k, o, t, e, h in case["leases"]]
     return plan_assignment(leases, workers, AssignmentSettings(**case.get("settings", {})),
                            random.Random(case["seed"]), frozenset(case.get("settling", ())),
-                           {k: set(v) for k, v in case.get("left", {}).items()})
+                           {k: set(v) for k, v in case.get("left", {}).items()},
+                           rebalance=case.get("rebalance", True))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["comment"][:80] for c in CASES])
