@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from .failover_run import Fleet, deliveries, overlaps
-from .harness import records_only, recorded, wait_until
+from .harness import recorded, records_only, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -77,7 +77,7 @@ def test_a_dead_or_paused_host_costs_seconds_in_the_default_mode(tmp_path: Path,
         wait_until(lambda: wanted <= {e["data"] for e in records_only(recorded(fleet.out))}, 120,
                    f"all {len(wanted)} records delivered", interval=1.0)
         time.sleep(1.0)
-        for name, daemon in list(fleet.hosts.items()):
+        for daemon in fleet.hosts.values():
             daemon.signal()
         for name, daemon in list(fleet.hosts.items()):
             assert daemon.wait(60) == 0, f"{name}: {daemon.output()[-3000:]}"
