@@ -291,6 +291,8 @@ def plan_rescue(
     the lease over for ``after_s`` (failover + one assignment interval) by this worker's scans.
     Unlike the 2.x rule an unowned lease is not free at once: it counts from when this worker
     first saw it unowned, since a live leader assigns new leases (a split's children) itself.
+    A lease pending a handoff is left to the handoff's own timeouts (the coordinator's
+    ``_check_incoming`` on its new owner, the old owner's gracefulLeaseHandoffTimeoutMillis).
 
     >>> seen = {"s0": Observation(1, "dead", 0.0, 0.0, None, False), "s1": Observation(4, "b", 50.0, 0.0, None, False),
     ...         "s2": Observation(0, None, -math.inf, 50.0, None, False)}
@@ -299,7 +301,7 @@ def plan_rescue(
     ('s0',)
     """
     view = _view(worker_id, leases, observations, now, replace(settings, failover_time_ms=round(after_s * 1000)))
-    fresh = {k for k in view.expired if not view.active[k].owner
+    fresh = {k for k in view.expired if view.active[k].checkpoint_owner or not view.active[k].owner
              and (k not in observations or now - observations[k].owner_since <= after_s)}
     view = replace(view, expired=tuple(k for k in view.expired if k not in fresh))
     plan = _take_or_stay(view, view.target - view.mine, rng)

@@ -318,6 +318,21 @@ KCLMP_ASSIGNED = re.compile(r"^(\S+) .*? leader: (?:handing|assigned) lease (\S+
                             re.MULTILINE)
 
 
+# A kcl-mp follower's rescue (leases/coordinator.py ``_rescue``): a lease nobody renewed or
+# assigned for failover + one assignment interval while the lock it reads is a long one.
+RESCUED = re.compile(r"^(\S+) .*?took lease (\S+) \(from \S+: nobody renewed or assigned it")
+
+
+def rescues(log: str, since: float, until: float) -> list[str]:
+    """The leases a kcl-mp follower rescued (``Fleet3.rescues``) in [since, until]."""
+    found = []
+    for line in log.splitlines():
+        match = RESCUED.match(line)
+        if match and since <= datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S.%f").timestamp() <= until:
+            found.append(match.group(2))
+    return found
+
+
 def kclmp_assigned(log: str, since: float, until: float) -> list[tuple[float, str, str | None, str]]:
     """(time, lease, from or None, to) for each move a kcl-mp leader logged in [since, until]."""
     found = []

@@ -88,6 +88,15 @@ class Host:
         finally:
             self.log.close()
 
+    def kill(self) -> int:
+        """SIGKILL the host and its processors (its process group): a host that dies."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        try:
+            return self.process.wait(10)
+        finally:
+            self.log.close()
+
 
 def main(out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
