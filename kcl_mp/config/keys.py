@@ -234,7 +234,8 @@ KEYS: tuple[Key, ...] = (
        "3.x worker metric published: AUTO (what a Java worker on this host would: CPU on EC2/ECS/EKS, "
        "else none), DEFAULT (none) or CPU (/proc/stat) (docs/kcl3-facts.md section 4)",
        "kcl3.worker_metric"),
-    _k(_KCLMP + "metricsAddress", text, "0.0.0.0", "the address that port listens on", "metrics.address"),
+    _k(_KCLMP + "metricsAddress", text, "127.0.0.1",
+       "the address that port listens on (0.0.0.0: every interface, as a probed pod needs)", "metrics.address"),
 )
 
 # Any of these set to a non-zero value makes retrievalMode DEFAULT mean polling (section 9).

@@ -155,7 +155,7 @@ class MetricsSettings:
     enabled_dimensions: tuple[str, ...] = ("ALL",)
     # kcl-mp's own: the Prometheus endpoint (/metrics, /healthz); None: off
     port: int | None = None
-    address: str = "0.0.0.0"
+    address: str = "127.0.0.1"  # this host only; deployments that are probed or scraped say so
 
     @property
     def enabled(self) -> bool:
