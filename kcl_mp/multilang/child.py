@@ -55,6 +55,7 @@ from kcl_mp.multilang.command import resolve_command
 from kcl_mp.multilang.protocol import Conversation, Done, Reply, Store
 from kcl_mp.multilang.wire import LEASE_MOVED, Batch, LineSplitter, Message, StdoutNote, checkpoint_error
 from kcl_mp.sequence import ExtendedSequenceNumber
+from kcl_mp.worker.usage import signal_group, start_time
 
 # None when stored, else why not: the lease table's outcome, or a Java error name sent as is
 # (the conformance kit's scripted errors; the shard worker's fencing, until it returns outcomes).
@@ -87,6 +88,7 @@ class ProcessorChild:
         self.log = log
         self._conv = Conversation(shard_id)
         self._proc: subprocess.Popen[bytes] | None = None
+        self.started: int | None = None  # the child's start time (clock ticks since boot)
         self._stdin_fd = -1
         self._stdout = ChildStdout(shard_id, MAX_QUEUED)
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
@@ -111,6 +113,7 @@ class ProcessorChild:
                 f"cannot start the processor '{argv[0]}' for {self.shard_id}: {exc.strerror or exc}") from exc
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._proc = proc
+        self.started = start_time(proc.pid)  # with the pid, names the child: ``usage.signal_group``
         self._stdin_fd = proc.stdin.fileno()
         try:
             fcntl.fcntl(self._stdin_fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), _PIPE_SIZE)
@@ -156,10 +159,7 @@ class ProcessorChild:
             if code is not None:
                 break
             self.log.warning("processor pid %d did not exit; sending %s to its process group", proc.pid, sig.name)
-            try:
-                os.killpg(proc.pid, sig)  # not reaped yet, so the id cannot have been reused
-            except OSError:
-                pass
+            signal_group(proc.pid, self.started, sig)
             code = self._wait(wait_s)
         self._join_readers(proc.pid)
         while True:  # Java logs what the child wrote after its last exchange
@@ -183,10 +183,7 @@ class ProcessorChild:
             if sig is not None:
                 self.log.warning("processor pid %d exited but processes it started still hold its pipes; "
                                  "sending %s to its process group", pgid, sig.name)
-                try:
-                    os.killpg(pgid, sig)  # a group id stays taken while any member lives
-                except OSError:
-                    pass
+                signal_group(pgid, self.started, sig, leader_reaped=True)
             deadline = time.monotonic() + EXIT_GRACE_S
             for thread in self._readers:
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
