@@ -38,6 +38,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from kcl_mp.errors import (
@@ -48,8 +49,8 @@ from kcl_mp.errors import (
     ProcessorTimeoutError,
     ProtocolError,
 )
-from kcl_mp.logs import LineBudget
-from kcl_mp.multilang.child_stderr import LINES_PER_WINDOW, Dropped, Event, StderrLines
+from kcl_mp.logs import LineBudget, redact_cut
+from kcl_mp.multilang.child_stderr import BYTES_PER_WINDOW, LINES_PER_WINDOW, Dropped, Event, StderrLines
 from kcl_mp.multilang.child_stdout import EOF, ChildStdout
 from kcl_mp.multilang.command import resolve_command
 from kcl_mp.multilang.protocol import Conversation, Done, Reply, Store
@@ -80,7 +81,7 @@ class ProcessorChild:
 
     def __init__(self, command: tuple[str, ...], shard_id: str, checkpointer: Checkpointer,
                  timeout_s: float | None, log: logging.LoggerAdapter | logging.Logger,
-                 stderr_lines_per_10s: int = LINES_PER_WINDOW):
+                 stderr_lines_per_10s: int = LINES_PER_WINDOW, stderr_bytes_per_10s: int = BYTES_PER_WINDOW):
         self.command = tuple(command)
         self.shard_id = shard_id
         self.checkpointer = checkpointer
@@ -93,7 +94,7 @@ class ProcessorChild:
         self._stdout = ChildStdout(shard_id, MAX_QUEUED)
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self._tail_lock = threading.Lock()  # copying a deque while another thread appends raises
-        self._stderr = StderrLines(stderr_lines_per_10s)
+        self._stderr = StderrLines(stderr_lines_per_10s, bytes_per_window=stderr_bytes_per_10s)
         self.stderr_dropped = 0  # stderr lines not logged so far (the stderr thread adds, others read)
         self._readers: list[threading.Thread] = []
         self._closed = False
@@ -399,13 +400,16 @@ class ProcessorChild:
             if isinstance(event, Dropped):
                 self.stderr_dropped += event.lines
                 self.log.warning("processor for %s wrote more to stderr than kclmp.processorStderrLinesPer10s = %d "
-                                 "allows: %d lines were not logged in the last %g s", self.shard_id,
-                                 self._stderr.lines_per_window, event.lines, event.window_s)
+                                 "with kclmp.processorStderrBytesPer10s = %d allows: %d lines (%d bytes) were not "
+                                 "logged in the last %g s", self.shard_id, self._stderr.lines_per_window,
+                                 self._stderr.bytes_per_window, event.lines, event.bytes, event.window_s)
                 continue
+            # a secret cut by a limit is no longer a whole secret: the scrubber is told where the cut is
             with self._tail_lock:
-                self._stderr_tail.append(event.text[:300])
+                self._stderr_tail.append(redact_cut(event.text[:300]) if len(event.text) > 300 else event.text)
             if event.logged:  # Java logs every stderr line at ERROR: "Received error line from subprocess [...]"
-                self.log.error("processor stderr: %s", event.render())
+                text = redact_cut(event.text) if event.cut_bytes else event.text
+                self.log.error("processor stderr: %s", replace(event, text=text).render())
 
     def _log_limited(self, budget: LineBudget, stream: str, level: int, msg: str, *args: Any) -> None:
         allowed, dropped = budget.allow()

@@ -124,6 +124,7 @@ class ShardWorker:
             timeout_s=config.processor.timeout_s,
             log=self.log,
             stderr_lines_per_10s=config.processor.stderr_lines_per_10s,
+            stderr_bytes_per_10s=config.processor.stderr_bytes_per_10s,
         )
         consumer_arn = self.start.consumer_arn
         fetcher_class = partial(FanOutFetcher, consumer_arn=consumer_arn) if consumer_arn else Fetcher
