@@ -49,6 +49,7 @@ from kcl_mp.metrics.catalogue import (
     Samples,
     Stat,
     decode_samples,
+    fold_worker_gauges,
     health,
     put_batches,
     put_request,
@@ -178,7 +179,7 @@ class Exporter:
             self.totals = {key: stat for key, stat in self.totals.items()
                            if CATALOGUE[key[0]].label != "shard" or key[1] in held}
             self.lease_gauges = {key: value for key, value in self.lease_gauges.items() if key[1] in held}
-            self.gauges = {m: v for m, v in gauges.items() if m in CATALOGUE}
+            self.gauges = fold_worker_gauges({m: v for m, v in gauges.items() if m in CATALOGUE}, self.info["worker"])
             for (metric, label), value in self.lease_gauges.items():  # the supervisor's view first
                 if metric not in gauges:
                     self.gauges.setdefault(metric, {})[label] = value
