@@ -8,15 +8,19 @@ Here one thread runs an asyncio loop that serves every connection:
 
 - a client has ``timeout_s`` (5 s, a Kubernetes probe's timeout) to send its request head,
   and as long again to take the answer; then its connection is closed;
-- at most ``max_connections`` (64) are open at once: one more closes the oldest, so a new
-  client, the kubelet's probe included, is always let in, however many idle sockets others
-  hold (an idle one keeps its place for ``timeout_s`` at most, and only until
-  ``max_connections`` newer ones arrived);
+- past ``max_connections`` (64) open at once, each new one closes the oldest that has had
+  ``GRACE_S`` (1 s) to send its request, so a new client, the kubelet's probe included, is
+  always let in and answered, however many idle sockets others hold; a burst of new ones
+  is let in whole (a probe in its middle sends its request within milliseconds, but is read
+  only after the burst is accepted) up to ``HARD_MAX_CONNECTIONS`` (128), where the oldest
+  is closed whatever its age. A closed socket's file is freed a loop turn later and the
+  loop accepts ``ACCEPT_BATCH`` (16) a turn, so open files stay under 128 + 2 x 16 and
+  a few: below a 256 limit, where asyncio would stop accepting for a second;
 - one request a connection (``Connection: close``), GET or HEAD, a head of at most
   ``MAX_HEAD_BYTES`` (431 past it); the answer is computed on the loop's thread (/healthz
   reads a few numbers, /metrics formats what the exporter holds).
 
-Threads: one, whatever the load. Open files: ``max_connections`` plus the listening socket.
+Threads: one, whatever the load. Open files: about ``HARD_MAX_CONNECTIONS`` at most.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from collections.abc import Callable
 
 from kcl_mp import logs
@@ -31,8 +36,11 @@ from kcl_mp.errors import ConfigError
 
 TIMEOUT_S = 5.0
 MAX_CONNECTIONS = 64
+GRACE_S = 1.0
+HARD_MAX_CONNECTIONS = 128
 MAX_HEAD_BYTES = 8 << 10
-BACKLOG = 128
+BACKLOG = 1024  # connections the kernel completes while the loop is busy (past it: the client's 1 s SYN retry)
+ACCEPT_BATCH = 16  # accepted per loop turn, so requests already sent are read between bursts
 
 Answer = tuple[int, str, bytes]  # status, content type, body
 App = Callable[[str], Answer]  # the request's path -> the answer
@@ -51,6 +59,24 @@ def listen(address: str, port: int) -> socket.socket:
 
 def _family(address: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in address else socket.AF_INET
+
+
+def to_close(opened: list[float], now: float, max_connections: int = MAX_CONNECTIONS,
+             grace_s: float = GRACE_S, hard_max: int = HARD_MAX_CONNECTIONS) -> int:
+    """How many of the oldest connections to close as one more opens at ``now``, given when
+    each open one was opened (oldest first): those past ``max_connections`` that had
+    ``grace_s``, and whatever it takes to stay under ``hard_max``.
+
+    >>> to_close([0.0, 0.2, 9.5], now=10.0, max_connections=2)  # the two oldest had their second
+    2
+    >>> to_close([9.2, 9.5, 9.9], now=10.0, max_connections=2, hard_max=5)  # a burst: let in
+    0
+    >>> to_close([9.2, 9.5, 9.9], now=10.0, max_connections=2, hard_max=3)
+    1
+    """
+    excess = len(opened) + 1 - max_connections
+    aged = sum(1 for at in opened[:max(0, excess)] if now - at >= grace_s)
+    return max(aged, len(opened) + 1 - hard_max, 0)
 
 
 def response(status: int, content_type: str, body: bytes, head_only: bool = False) -> bytes:
@@ -88,11 +114,12 @@ class Endpoint:
                  max_connections: int = MAX_CONNECTIONS, timeout_s: float = TIMEOUT_S):
         self.sock, self.app, self.log = sock, app, log
         self.max_connections, self.timeout_s = max_connections, timeout_s
-        self.open: dict[asyncio.StreamWriter, None] = {}  # oldest first
+        self.open: dict[asyncio.StreamWriter, float] = {}  # when each was opened, oldest first
         self.thread = threading.Thread(target=self._run, name="http", daemon=True)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped: asyncio.Event | None = None
         self._ready = threading.Event()
+        self._errors = logs.LineBudget(1, 60.0)
 
     def start(self) -> None:
         self.thread.start()
@@ -108,19 +135,32 @@ class Endpoint:
 
     async def _serve(self) -> None:
         self._loop, self._stopped = asyncio.get_running_loop(), asyncio.Event()
-        server = await asyncio.start_server(self._connection, sock=self.sock, limit=MAX_HEAD_BYTES)
+        self._loop.set_exception_handler(self._loop_error)
+        server = await asyncio.start_server(self._connection, sock=self.sock, limit=MAX_HEAD_BYTES,
+                                            backlog=ACCEPT_BATCH)
+        self.sock.listen(BACKLOG)  # asyncio's backlog is also its accept batch: the kernel's queue stays long
         self._ready.set()
         async with server:
             await self._stopped.wait()
         for writer in list(self.open):
             writer.transport.abort()
 
+    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
+        """asyncio's own errors (out of open files while accepting: it retries in a second),
+        logged at most once a minute: a flood must not become a flood of log lines."""
+        allowed, dropped = self._errors.allow()
+        if allowed:
+            self.log.warning("metrics endpoint: %s%s", context.get("message", "error"),
+                             f" ({context['exception']})" if context.get("exception") else "")
+        if dropped:
+            self.log.warning("metrics endpoint: %d more such errors in the last minute", dropped)
+
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self.open) >= self.max_connections:
-            oldest = next(iter(self.open))
+        now = time.monotonic()
+        for oldest in list(self.open)[:to_close(list(self.open.values()), now, self.max_connections)]:
             del self.open[oldest]
             oldest.transport.abort()  # its read or write fails at once and it ends
-        self.open[writer] = None
+        self.open[writer] = now
         writer.transport.set_write_buffer_limits(high=0)  # drain() returns once all is with the kernel
         try:
             try:
