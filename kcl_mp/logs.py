@@ -102,13 +102,20 @@ def redact(line: str, forms: tuple[str, ...]) -> str:
 
 
 class _Secrets:
-    """The credentials this process knows, and their forms to scrub, longest first."""
+    """The credentials this process knows, and their forms to scrub, longest first: those in
+    its environment for good, the ``MAX_SECRETS`` its clients signed with last."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.pinned: frozenset[str] = frozenset()
         self.values: list[str] = []  # the most recently added last
         self.last: list[str] = []
         self.forms: tuple[str, ...] = ()
+
+    def pin(self, values: tuple[str, ...]) -> None:
+        with self.lock:
+            self.pinned |= frozenset(values)
+            self._rebuild()
 
     def add(self, values: tuple[str | None, ...]) -> None:
         fresh = [v for v in values if v and len(v) >= MIN_SECRET_LEN]
@@ -117,7 +124,11 @@ class _Secrets:
         with self.lock:
             self.last = fresh
             self.values = ([v for v in self.values if v not in fresh] + fresh)[-MAX_SECRETS:]
-            self.forms = tuple(sorted({f for v in self.values for f in secret_forms(v)}, key=len, reverse=True))
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        known = {*self.pinned, *self.values}
+        self.forms = tuple(sorted({f for v in known for f in secret_forms(v)}, key=len, reverse=True))
 
 
 _SECRETS = _Secrets()
@@ -222,7 +233,7 @@ def setup(level: str = "INFO", fmt: str = "text", worker_id: str = "-") -> None:
         "%(asctime)s.%(msecs)03d %(levelname)-7s worker=%(worker)s shard=%(shard)s %(message)s",
         "%Y-%m-%dT%H:%M:%S",
     )
-    add_secrets(*secrets_of(dict(os.environ)))
+    _SECRETS.pin(secrets_of(dict(os.environ)))
     handler.setFormatter(_Scrubbed(formatter))
     logging.captureWarnings(True)
     root = logging.getLogger()

@@ -23,9 +23,10 @@ failure in Java (the "defaults to us-east-1" of old samples is not true).
 Nothing is cached at module level: shard workers are forked and build their clients
 after the fork.
 
-Every credential a client signs with is handed to the log scrubber (``logs.add_secrets``)
-before the request is signed, so whatever provider resolved or refreshed it, no line this
-process logs afterwards shows it (a processor printing it to stderr included).
+Every credential a client signs with is handed to the log scrubber (``logs.add_secrets``):
+those botocore resolved to make the client at once, those resolved later (STS's deferred
+ones) or refreshed before the request they sign, so whatever provider gave them, no line
+this process logs afterwards shows them (a processor printing them to stderr included).
 """
 
 from __future__ import annotations
@@ -219,7 +220,10 @@ def client(service: str, settings: ClientSettings, *, raw_records: bool = False,
     made = session.client(service, region_name=region, endpoint_url=settings.endpoint,
                           config=_boto_config(signed=not anonymous, limits=limits))
     if not anonymous:
-        made.meta.events.register("before-sign", _scrubbed_from_logs(session))
+        note = _scrubbed_from_logs(session)
+        made.meta.events.register("before-sign", note)
+        if not isinstance(session.get_credentials(), DeferredRefreshableCredentials):
+            note()  # resolved to make the client: scrubbed before any request (STS's wait for one)
     return made
 
 
