@@ -8,13 +8,14 @@ daemons on moto, a real processor, real sockets and real processes.
   U+2028: no forged line, no raw control character in the log.
 - A processor printing the host's credentials, resolved from a profile (not in the
   environment), JSON-escaped, URL-encoded, and cut by the 64 KiB stderr limit: none of it
-  in the log.
+  in the log; nor those STS returned to a client.
 - A pid that is no longer the process started (another start time) is not signalled; the
   processes a reaped leader left in its group are, unless a newcomer holds the pid.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import resource
 import signal
@@ -29,6 +30,9 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import quote
 
+from kcl_mp import logs
+from kcl_mp.aws.clients import client
+from kcl_mp.config import ClientSettings, CredentialProvider
 from kcl_mp.embedded import ensure_stream, free_port
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.worker.usage import Watch, signal_group, start_time
@@ -206,6 +210,26 @@ def test_forged_lines_and_terminal_escapes_are_escaped_and_cut_secrets_redacted(
     assert log.count("[redacted]") >= 4 * len(cut)
     print(f"hostile text: {len(lines)} log lines, none forged, no control character, "
           f"{log.count('[redacted]')} redactions, {len(cut)} cut line(s) ending '...y[redacted] ... [cut: ...'")
+
+
+def test_credentials_sts_returns_are_scrubbed_from_the_first_signed_request(moto_url, capsys):
+    """STS's credentials are deferred (resolved by the first request): that request's
+    signing hands them to the scrubber, so a line logged after it cannot show them."""
+    provider = CredentialProvider("StsAssumeRoleCredentialsProvider",
+                                  ("arn:aws:iam::123456789012:role/reader", "kcl-mp-hostile"),
+                                  (("endpoint", f"{moto_url}^us-east-1"),))
+    kinesis = client("kinesis", ClientSettings("us-east-1", moto_url, (provider,)))
+    kinesis.list_streams()
+    frozen = kinesis._request_signer._credentials.get_frozen_credentials()
+    logs.setup("INFO", "json", "w-1")
+    try:
+        logging.getLogger("kcl_mp.test").error("processor stderr: %s %s %s", frozen.secret_key,
+                                               frozen.token.replace("/", "\\/"), quote(frozen.access_key, safe=""))
+        err = capsys.readouterr().err
+    finally:
+        logs.setup("WARNING", "text")
+    assert frozen.secret_key[:12] not in err and frozen.token[:12] not in err and frozen.access_key[:12] not in err
+    assert err.count(logs.REDACTED) == 3, err
 
 
 def _sleeper() -> subprocess.Popen[bytes]:
