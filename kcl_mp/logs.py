@@ -4,26 +4,57 @@ Text lines read ``time level worker=... shard=... message``; ``--log-format json
 one JSON object a line (``ts, level, logger, worker, shard, pid, msg``).
 
 No credentials in logs: kcl-mp never formats them into a message, and as a second line of
-defence every line is scrubbed of the AWS keys in this process's environment (a processor
-that prints its environment to stderr is logged without them). Python warnings go through
-logging too, so with ``--log-format json`` every line kcl-mp writes is JSON.
+defence every line is scrubbed of every credential this process knows: the AWS keys in its
+environment, and those its clients resolve (profiles, IMDS, containers, STS), added as they
+are used (``add_secrets``, from ``aws.clients``). A processor that prints them to stderr is
+logged without them, also written JSON-escaped (``\\/``) or URL-encoded, and also cut: any run
+of 12 or more characters that begins a secret is removed wherever a line was cut (a
+secret's first 12 characters name it), and a line cut at a limit loses any start of a
+secret at its end (``redact_cut``). Python warnings go through logging too, so with
+``--log-format json`` every line kcl-mp writes is JSON.
+
+One line is one record: text lines escape control characters (C0, DEL, C1, U+2028/9) as
+``repr`` does, in the message and in the worker and shard fields (a lease key is table
+data), so a lease key or a processor's line with a newline cannot forge a log line and ESC
+sequences never reach a terminal; a traceback keeps its lines, each indented. JSON lines
+escape the same characters as ``\\uXXXX`` (orjson escapes only C0).
+
+>>> escape("shardId-1\\n2026-11-25 ERROR forged\\x1b]0;title\\x07")
+'shardId-1\\\\n2026-11-25 ERROR forged\\\\x1b]0;title\\\\x07'
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
+import re
 import sys
+import threading
 import time
 from collections.abc import Callable, MutableMapping
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 
 _WORKER = "-"
-SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ACCESS_KEY_ID")
+SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ACCESS_KEY_ID",
+              "AWS_CONTAINER_AUTHORIZATION_TOKEN")
 REDACTED = "[redacted]"
 MIN_SECRET_LEN = 8  # shorter values (test placeholders like "x") would blank out ordinary words
+NAMING_PREFIX = 12  # characters that begin a secret and name it: removed wherever they appear
+MAX_SECRETS = 64  # values kept, the most recently used: refreshed credentials replace old ones
+
+_TEXT_ESCAPES = {**{c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))},
+                 ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+_JSON_ESCAPES = {c: f"\\u{c:04x}" for c in (0x7F, *range(0x80, 0xA0), 0x2028, 0x2029)}
+_PERCENT = re.compile(r"%[0-9A-F]{2}")
+
+
+def escape(text: str) -> str:
+    """``text`` with its control characters written as ``repr`` writes them."""
+    return text.translate(_TEXT_ESCAPES)
 
 
 def secrets_of(environ: dict[str, str]) -> tuple[str, ...]:
@@ -32,19 +63,126 @@ def secrets_of(environ: dict[str, str]) -> tuple[str, ...]:
     return tuple(sorted(found, key=len, reverse=True))
 
 
-class _Scrubbed(logging.Formatter):
-    """Formats with ``inner``, then removes every secret from the line."""
+def secret_forms(secret: str) -> set[str]:
+    """How ``secret`` can appear in a line: as is, JSON-escaped, URL-encoded (either case of
+    hex), and each of those as a JSON log line writes it.
 
-    def __init__(self, inner: logging.Formatter, secrets: tuple[str, ...]):
+    >>> sorted(secret_forms("ab/cd+ef"))
+    ['ab%2Fcd%2Bef', 'ab%2fcd%2bef', 'ab/cd+ef', 'ab\\\\/cd+ef', 'ab\\\\\\\\/cd+ef']
+    """
+    encoded = quote(secret, safe="")
+    forms = {secret, secret.replace("/", "\\/"), encoded, _PERCENT.sub(lambda m: m.group().lower(), encoded)}
+    return forms | {orjson.dumps(form).decode()[1:-1] for form in forms}
+
+
+def redact(line: str, forms: tuple[str, ...]) -> str:
+    """``line`` without any secret of ``forms``, nor any run of at least ``NAMING_PREFIX``
+    characters that begins one (a secret cut short by a line limit). The forms of one secret
+    share their first characters, so every match is found on the line as it came, the
+    longest wins, and overlapping matches are removed as one."""
+    spans: list[tuple[int, int]] = []
+    for form in forms:
+        head = form[:NAMING_PREFIX]
+        start = line.find(head)
+        while start >= 0:
+            end, limit = start + len(head), min(len(line), start + len(form))
+            while end < limit and line[end] == form[end - start]:
+                end += 1
+            spans.append((start, end))
+            start = line.find(head, start + 1)
+    if not spans:
+        return line
+    pieces: list[str] = []
+    at = 0
+    for start, end in sorted(spans):
+        if start > at or not pieces:
+            pieces += [line[at:start], REDACTED]
+        at = max(at, end)
+    return "".join(pieces) + line[at:]
+
+
+class _Secrets:
+    """The credentials this process knows, and their forms to scrub, longest first: those in
+    its environment for good, the ``MAX_SECRETS`` its clients signed with last."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pinned: frozenset[str] = frozenset()
+        self.values: list[str] = []  # the most recently added last
+        self.last: list[str] = []
+        self.forms: tuple[str, ...] = ()
+
+    def pin(self, values: tuple[str, ...]) -> None:
+        with self.lock:
+            self.pinned |= frozenset(values)
+            self._rebuild()
+
+    def add(self, values: tuple[str | None, ...]) -> None:
+        fresh = [v for v in values if v and len(v) >= MIN_SECRET_LEN]
+        if fresh == self.last:
+            return  # the credentials added last time: each signed request asks
+        with self.lock:
+            self.last = fresh
+            self.values = ([v for v in self.values if v not in fresh] + fresh)[-MAX_SECRETS:]
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        known = {*self.pinned, *self.values}
+        self.forms = tuple(sorted({f for v in known for f in secret_forms(v)}, key=len, reverse=True))
+
+
+_SECRETS = _Secrets()
+
+
+def add_secrets(*values: str | None) -> None:
+    """Scrub these credential values (and their forms) from every later line of this process."""
+    _SECRETS.add(values)
+
+
+def redact_cut(text: str) -> str:
+    """``text``, which a limit cut, without any start of a secret at its end (and none inside).
+
+    >>> add_secrets("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+    >>> redact_cut("password=wJal")
+    'password=[redacted]'
+    """
+    forms = _SECRETS.forms
+    tail = max((size for form in forms for size in range(1, min(len(form), len(text) + 1))
+                if text.endswith(form[:size])), default=0)
+    return redact(text[:len(text) - tail], forms) + (REDACTED if tail else "")
+
+
+class _Scrubbed(logging.Formatter):
+    """Formats with ``inner``, then removes every secret this process knows from the line."""
+
+    def __init__(self, inner: logging.Formatter):
         super().__init__()
-        self.inner, self.secrets = inner, secrets
+        self.inner = inner
 
     def format(self, record: logging.LogRecord) -> str:
-        line = self.inner.format(record)
-        for secret in self.secrets:
-            if secret in line:
-                line = line.replace(secret, REDACTED)
-        return line
+        return redact(self.inner.format(record), _SECRETS.forms)
+
+
+class _Text(logging.Formatter):
+    """``time level worker=... shard=... message``: one line a record, control characters escaped."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        shown = copy.copy(record)
+        shown.message = escape(record.message)
+        shown.worker = escape(str(getattr(record, "worker", _WORKER)))
+        shown.shard = escape(str(getattr(record, "shard", "-")))
+        return super().formatMessage(shown)
+
+    def formatException(self, ei: Any) -> str:
+        return _indented(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        return _indented(super().formatStack(stack_info))
+
+
+def _indented(text: str) -> str:
+    """A traceback's lines, each indented and escaped: none can pass for a record's line."""
+    return "\n".join("  " + escape(line) for line in text.split("\n"))
 
 
 class _Context(logging.Filter):
@@ -71,7 +209,7 @@ class _Json(logging.Formatter):
         }
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return orjson.dumps(entry).decode()
+        return orjson.dumps(entry).decode().translate(_JSON_ESCAPES)
 
 
 class ShardLog(logging.LoggerAdapter):
@@ -91,12 +229,12 @@ def setup(level: str = "INFO", fmt: str = "text", worker_id: str = "-") -> None:
     _WORKER = worker_id
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(_Context())
-    formatter: logging.Formatter = _Json() if fmt == "json" else logging.Formatter(
+    formatter: logging.Formatter = _Json() if fmt == "json" else _Text(
         "%(asctime)s.%(msecs)03d %(levelname)-7s worker=%(worker)s shard=%(shard)s %(message)s",
         "%Y-%m-%dT%H:%M:%S",
     )
-    secrets = secrets_of(dict(os.environ))
-    handler.setFormatter(_Scrubbed(formatter, secrets) if secrets else formatter)
+    _SECRETS.pin(secrets_of(dict(os.environ)))
+    handler.setFormatter(_Scrubbed(formatter))
     logging.captureWarnings(True)
     root = logging.getLogger()
     for old in list(root.handlers):

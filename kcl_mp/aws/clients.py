@@ -22,6 +22,11 @@ failure in Java (the "defaults to us-east-1" of old samples is not true).
 
 Nothing is cached at module level: shard workers are forked and build their clients
 after the fork.
+
+Every credential a client signs with is handed to the log scrubber (``logs.add_secrets``):
+those botocore resolved to make the client at once, those resolved later (STS's deferred
+ones) or refreshed before the request they sign, so whatever provider gave them, no line
+this process logs afterwards shows them (a processor printing them to stderr included).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from botocore.credentials import (
 from botocore.exceptions import BotoCoreError, ProfileNotFound
 from botocore.loaders import create_loader
 
+from kcl_mp import logs
 from kcl_mp.aws.raw_records import RawRecordsParserFactory
 from kcl_mp.config import ClientSettings, CredentialProvider
 from kcl_mp.errors import ConfigError
@@ -211,5 +217,24 @@ def client(service: str, settings: ClientSettings, *, raw_records: bool = False,
     if not region:
         raise ConfigError(f"no AWS region for {service}: set regionName in the properties file "
                           "(or AWS_REGION in the environment)")
-    return session.client(service, region_name=region, endpoint_url=settings.endpoint,
+    made = session.client(service, region_name=region, endpoint_url=settings.endpoint,
                           config=_boto_config(signed=not anonymous, limits=limits))
+    if not anonymous:
+        note = _scrubbed_from_logs(session)
+        made.meta.events.register("before-sign", note)
+        if not isinstance(session.get_credentials(), DeferredRefreshableCredentials):
+            note()  # resolved to make the client: scrubbed before any request (STS's wait for one)
+    return made
+
+
+def _scrubbed_from_logs(session: boto3.Session) -> Any:
+    """A before-sign handler: the credentials about to sign go to the log scrubber. The
+    session's credentials object is the client's (botocore resolves it once a session);
+    freezing it refreshes it when due, as the signer is about to do anyway."""
+    def note(**_: Any) -> None:
+        credentials = session.get_credentials()
+        if credentials is not None:
+            frozen = credentials.get_frozen_credentials()
+            logs.add_secrets(frozen.access_key, frozen.secret_key, frozen.token)
+
+    return note

@@ -38,7 +38,7 @@ EXAMPLES = """\
 examples:
   kcl-mp --properties app.properties
   kcl-mp -p app.properties --embedded --progress 2      # on a local moto server, no AWS account
-  kcl-mp -p app.properties --metrics-port 9464 --log-format json --set workerId=$HOSTNAME"""
+  kcl-mp -p app.properties --metrics-port 9464 --metrics-address 0.0.0.0 --log-format json --set workerId=$HOSTNAME"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-port", type=int, metavar="PORT",
                    help="serve Prometheus /metrics and /healthz on PORT (same as --set kclmp.metricsPort=PORT)")
     p.add_argument("--metrics-address", metavar="ADDRESS",
-                   help="the address --metrics-port listens on (default 0.0.0.0; kclmp.metricsAddress)")
+                   help="the address --metrics-port listens on (default 127.0.0.1; 0.0.0.0 for a pod's probes; "
+                        "kclmp.metricsAddress)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a properties key (repeatable)")
     p.add_argument("--progress", type=float, metavar="SECONDS",

@@ -222,6 +222,9 @@ KEYS: tuple[Key, ...] = (
     _k(_KCLMP + "processorStderrLinesPer10s", integer(0, INT_MAX), 10000,
        "a processor's stderr lines logged per 10 s; the rest counted and reported (0: no limit)",
        "processor.stderr_lines_per_10s"),
+    _k(_KCLMP + "processorStderrBytesPer10s", integer(0, INT_MAX), 10 << 20,
+       "bytes of a processor's stderr lines logged per 10 s; the rest counted and reported (0: no limit)",
+       "processor.stderr_bytes_per_10s"),
     _k(_KCLMP + "workerProcesses", integer(1, 1024), None,
        "pool processes driving this host's shards, each many (unset: one per CPU core)",
        "processor.worker_processes"),
@@ -235,7 +238,8 @@ KEYS: tuple[Key, ...] = (
        "3.x worker metric published: AUTO (what a Java worker on this host would: CPU on EC2/ECS/EKS, "
        "else none), DEFAULT (none) or CPU (/proc/stat) (docs/kcl3-facts.md section 4)",
        "kcl3.worker_metric"),
-    _k(_KCLMP + "metricsAddress", text, "0.0.0.0", "the address that port listens on", "metrics.address"),
+    _k(_KCLMP + "metricsAddress", text, "127.0.0.1",
+       "the address that port listens on (0.0.0.0: every interface, as a probed pod needs)", "metrics.address"),
 )
 
 # Any of these set to a non-zero value makes retrievalMode DEFAULT mean polling (section 9).

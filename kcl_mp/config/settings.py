@@ -139,6 +139,7 @@ class ProcessorSettings:
     max_restarts: int = 5  # failures in a row before the lease is released for another host to try
     memory_limit_mb: int = 0  # restart a processor whose process tree's RSS exceeds this (0: no limit)
     stderr_lines_per_10s: int = 10000  # stderr lines logged per 10 s; the rest are counted (0: no limit)
+    stderr_bytes_per_10s: int = 10 << 20  # and their bytes (0: no limit)
     worker_processes: int | None = None  # pool processes driving the shards (None: one per CPU core)
 
 
@@ -150,7 +151,7 @@ class MetricsSettings:
     enabled_dimensions: tuple[str, ...] = ("ALL",)
     # kcl-mp's own: the Prometheus endpoint (/metrics, /healthz); None: off
     port: int | None = None
-    address: str = "0.0.0.0"
+    address: str = "127.0.0.1"  # this host only; deployments that are probed or scraped say so
 
     @property
     def enabled(self) -> bool:

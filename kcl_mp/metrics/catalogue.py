@@ -14,6 +14,12 @@ levels and dimensions (``Operation`` always; ``ShardId`` on per-lease metrics;
 names under ``kclmp_`` (docs/operations.md lists both). Times are recorded in seconds (a
 Prometheus name ending ``_seconds``) and sent to CloudWatch in milliseconds.
 
+Per-worker series (``WorkerIdentifier``, ``kclmp_worker_leases{worker}``) are bounded: the
+worker ids come from the lease table's ``leaseOwner`` values, which anyone who can write a
+row chooses, and each distinct one would be a CloudWatch metric (billed) and a Prometheus
+series. This worker and the ``MAX_WORKER_SERIES - 1`` holding the most leases keep their
+own; the rest are counted together under ``OTHER_WORKERS`` (``named_workers``).
+
 A metrics level filters what CloudWatch gets (``NONE`` < ``SUMMARY`` < ``DETAILED``), as
 in Java; Prometheus, when enabled, always shows everything. Disabled dimensions are
 dropped before aggregation, so e.g. without ``ShardId`` the per-lease statistic sets of a
@@ -28,6 +34,8 @@ from typing import Any
 
 LEVELS = {"NONE": 0, "SUMMARY": 1, "DETAILED": 2}
 PUT_BATCH = 1000  # datums per PutMetricData (CloudWatch's limit since 2023; Java KCL sends 20)
+MAX_WORKER_SERIES = 50  # per-worker series kept by name, this worker's included
+OTHER_WORKERS = "(other workers)"  # the label the rest are counted under
 
 
 @dataclass(frozen=True)
@@ -110,7 +118,8 @@ CATALOGUE: dict[str, Spec] = {
                         "kclmp_lease_processor_rss_bytes", "resident memory of the processor's process tree"),
     "processor_stderr_dropped": _s("Processor", "StderrLinesDropped", "Count", "DETAILED", "counter", "shard",
                                    "kclmp_lease_processor_stderr_dropped_lines",
-                                   "stderr lines not logged: over kclmp.processorStderrLinesPer10s"),
+                                   "stderr lines not logged: over kclmp.processorStderrLinesPer10s or "
+                                   "kclmp.processorStderrBytesPer10s"),
 }
 
 
@@ -141,6 +150,59 @@ class Stat:
 
 # (metric id, label value or "") -> Stat
 Samples = dict[tuple[str, str], Stat]
+
+
+def named_workers(weights: Mapping[str, float], me: str, limit: int = MAX_WORKER_SERIES) -> set[str]:
+    """The workers that keep a series of their own: this one, then the most loaded (by name
+    on a tie), ``limit`` in all; the others are counted under ``OTHER_WORKERS``.
+
+    >>> sorted(named_workers({"a": 1, "b": 5, "c": 3, "me": 0}, "me", 3))
+    ['b', 'c', 'me']
+    """
+    if len(weights) <= limit:
+        return set(weights)
+    ranked = sorted((w for w in weights if w != me), key=lambda w: (-weights[w], w))
+    return {me, *ranked[:limit - 1]}
+
+
+def fold_worker_gauges(gauges: Mapping[str, Mapping[str, float]], me: str,
+                       limit: int = MAX_WORKER_SERIES) -> dict[str, dict[str, float]]:
+    """``gauges`` with each per-worker gauge bounded: the rest summed under ``OTHER_WORKERS``.
+
+    >>> fold_worker_gauges({"worker_leases": {"me": 1, "a": 4, "b": 2, "c": 1}, "workers": {"": 4}}, "me", 2)
+    {'worker_leases': {'me': 1, 'a': 4, '(other workers)': 3}, 'workers': {'': 4}}
+    """
+    folded = {metric: dict(values) for metric, values in gauges.items()}
+    for metric, values in gauges.items():
+        if metric in CATALOGUE and CATALOGUE[metric].label == "worker":
+            named = named_workers(values, me, limit)
+            folded[metric] = {w: v for w, v in values.items() if w in named}
+            rest = [v for w, v in values.items() if w not in named]
+            if rest:
+                folded[metric][OTHER_WORKERS] = sum(rest)
+    return folded
+
+
+def fold_worker_samples(samples: Samples, me: str, limit: int = MAX_WORKER_SERIES) -> Samples:
+    """``samples`` with each per-worker metric bounded: the rest merged under ``OTHER_WORKERS``
+    (CloudWatch's Sum is their total, SampleCount how many, as with the dimension dropped)."""
+    by_metric: dict[str, dict[str, float]] = {}
+    for (metric, label), stat in samples.items():
+        if CATALOGUE[metric].label == "worker":
+            by_metric.setdefault(metric, {})[label] = stat.last
+    if all(len(weights) <= limit for weights in by_metric.values()):
+        return samples
+    named = {metric: named_workers(weights, me, limit) for metric, weights in by_metric.items()}
+    folded: Samples = {}
+    for (metric, label), stat in samples.items():
+        if metric in named and label not in named[metric]:
+            label = OTHER_WORKERS
+        mine = folded.get((metric, label))
+        if mine is None:
+            folded[(metric, label)] = Stat(stat.count, stat.total, stat.low, stat.high, stat.last)
+        else:
+            mine.merge(stat)
+    return folded
 
 
 class Recorder:
@@ -224,8 +286,8 @@ class CloudWatchBuffer:
         self.first_at: float | None = None  # wall time of the oldest waiting datum
         self.dropped = 0
 
-    def add(self, samples: Mapping[tuple[str, str], Stat], now: float) -> None:
-        for (metric, label), stat in samples.items():
+    def add(self, samples: Samples, now: float) -> None:
+        for (metric, label), stat in fold_worker_samples(samples, self.worker_id).items():
             spec = CATALOGUE[metric]
             if LEVELS[spec.level] > self.level:
                 continue

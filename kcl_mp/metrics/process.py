@@ -15,7 +15,8 @@ keeps no threads, so forking shard workers stays safe.
         publisher     PutMetricData when the buffer is due (metricsBufferTimeMillis or
                       metricsMaxQueueSize), in batches; a failure keeps the data for the
                       next try
-        http server   /metrics (prometheus-client text format), /healthz (``metrics.health``)
+        http          /metrics (prometheus-client text format), /healthz (``metrics.health``):
+                      one thread, bounded connections and timeouts (``metrics.http``)
 
 The supervisor never blocks on the pipe: a line that does not fit waits for the next turn
 and the supervisor goes on recording into the same statistic sets, so nothing is lost,
@@ -30,25 +31,25 @@ import logging
 import os
 import select
 import signal
+import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
-from socketserver import ThreadingMixIn
+from collections.abc import Iterable
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import multiprocess
 import orjson
 
 from kcl_mp import logs
 from kcl_mp.config import Config
-from kcl_mp.errors import ConfigError
+from kcl_mp.metrics import http
 from kcl_mp.metrics.catalogue import (
     CATALOGUE,
     CloudWatchBuffer,
     Samples,
     Stat,
     decode_samples,
+    fold_worker_gauges,
     health,
     put_batches,
     put_request,
@@ -56,28 +57,6 @@ from kcl_mp.metrics.catalogue import (
 
 STOP_WAIT_S = 15.0  # the last publish at shutdown
 PUBLISH_TIMEOUT_S = 10.0
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # scrapes are not log lines
-        pass
-
-
-def bind(address: str, port: int) -> _Server:
-    """Bind the endpoint in the supervisor, so a taken port is a start-up error naming the key."""
-    try:
-        return make_server(address, port, _not_ready, server_class=_Server, handler_class=_QuietHandler)
-    except OSError as exc:
-        raise ConfigError(f"kclmp.metricsPort: cannot listen on {address}:{port}: {exc.strerror or exc}") from exc
-
-
-def _not_ready(environ: dict, start_response: Callable) -> list[bytes]:
-    start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
-    return [b"starting\n"]
 
 
 class Link:
@@ -137,7 +116,7 @@ def start(config: Config, log_level: str, log_format: str) -> Link:
     before ``multiprocess`` joins its children: the metrics process ends at EOF, so an exit
     that kept the pipe open would wait for it forever."""
     settings = config.metrics
-    server = bind(settings.address, settings.port) if settings.port is not None else None
+    server = http.listen(settings.address, settings.port) if settings.port is not None else None
     read_fd, write_fd = os.pipe()
     process = multiprocess.get_context("fork").Process(
         target=_run, args=(config, log_level, log_format, read_fd, write_fd, server),
@@ -155,8 +134,8 @@ def start(config: Config, log_level: str, log_format: str) -> Link:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     log = logging.getLogger("kcl_mp.supervisor")
     if server is not None:
-        host, port = server.server_address[:2]
-        server.server_close()
+        host, port = server.getsockname()[:2]
+        server.close()
         log.info("metrics process started (pid %d): Prometheus http://%s:%d/metrics and /healthz; "
                  "CloudWatch metricsLevel %s", process.pid, host, port, settings.level)
     else:
@@ -200,7 +179,7 @@ class Exporter:
             self.totals = {key: stat for key, stat in self.totals.items()
                            if CATALOGUE[key[0]].label != "shard" or key[1] in held}
             self.lease_gauges = {key: value for key, value in self.lease_gauges.items() if key[1] in held}
-            self.gauges = {m: v for m, v in gauges.items() if m in CATALOGUE}
+            self.gauges = fold_worker_gauges({m: v for m, v in gauges.items() if m in CATALOGUE}, self.info["worker"])
             for (metric, label), value in self.lease_gauges.items():  # the supervisor's view first
                 if metric not in gauges:
                     self.gauges.setdefault(metric, {})[label] = value
@@ -247,24 +226,19 @@ class Exporter:
             return health(time.monotonic(), self.received_at, dict(self.state), failover_s)
 
 
-def _app(exporter: Exporter, failover_s: float) -> Callable:
+def _app(exporter: Exporter, failover_s: float) -> http.App:
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(exporter)
 
-    def app(environ: dict, start_response: Callable) -> list[bytes]:
-        path = environ.get("PATH_INFO", "/")
+    def app(path: str) -> http.Answer:
         if path == "/metrics":
-            body = generate_latest(registry)
-            start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
-            return [body]
+            return 200, CONTENT_TYPE_LATEST, generate_latest(registry)
         if path == "/healthz":
             ok, report = exporter.healthz(failover_s)
-            start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "application/json")])
-            return [orjson.dumps(report) + b"\n"]
-        start_response("404 Not Found", [("Content-Type", "text/plain")])
-        return [b"kcl-mp serves /metrics and /healthz\n"]
+            return 200 if ok else 503, "application/json", orjson.dumps(report) + b"\n"
+        return 404, "text/plain", b"kcl-mp serves /metrics and /healthz\n"
 
     return app
 
@@ -331,7 +305,8 @@ class Publisher:
         self.publish()
 
 
-def _run(config: Config, log_level: str, log_format: str, read_fd: int, write_fd: int, server: _Server | None) -> None:
+def _run(config: Config, log_level: str, log_format: str, read_fd: int, write_fd: int,
+         server: socket.socket | None) -> None:
     """Process entry point (the forked child)."""
     os.close(write_fd)
     signal.set_wakeup_fd(-1)
@@ -343,19 +318,18 @@ def _run(config: Config, log_level: str, log_format: str, read_fd: int, write_fd
     publisher = Publisher(config, log) if config.metrics.level != "NONE" else None
     if publisher is not None:
         publisher.thread.start()
+    endpoint = None
     if server is not None:
-        server.set_app(_app(exporter, config.lease.failover_time_ms / 1000.0))
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5}, name="http",
-                         daemon=True).start()
+        endpoint = http.Endpoint(server, _app(exporter, config.lease.failover_time_ms / 1000.0), log)
+        endpoint.start()
     try:
         _read(read_fd, exporter, publisher, log)
     finally:
         if publisher is not None:
             publisher.stop()
             log.info("metrics process stopped after %d PutMetricData calls", publisher.calls)
-        if server is not None:
-            server.shutdown()
-            server.server_close()
+        if endpoint is not None:
+            endpoint.stop()
     os._exit(0)
 
 

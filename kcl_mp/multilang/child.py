@@ -38,6 +38,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from kcl_mp.errors import (
@@ -48,13 +49,14 @@ from kcl_mp.errors import (
     ProcessorTimeoutError,
     ProtocolError,
 )
-from kcl_mp.logs import LineBudget
-from kcl_mp.multilang.child_stderr import LINES_PER_WINDOW, Dropped, Event, StderrLines
+from kcl_mp.logs import LineBudget, redact_cut
+from kcl_mp.multilang.child_stderr import BYTES_PER_WINDOW, LINES_PER_WINDOW, Dropped, Event, StderrLines
 from kcl_mp.multilang.child_stdout import EOF, ChildStdout
 from kcl_mp.multilang.command import resolve_command
 from kcl_mp.multilang.protocol import Conversation, Done, Reply, Store
 from kcl_mp.multilang.wire import LEASE_MOVED, Batch, LineSplitter, Message, StdoutNote, checkpoint_error
 from kcl_mp.sequence import ExtendedSequenceNumber
+from kcl_mp.worker.usage import signal_group, start_time
 
 # None when stored, else why not: the lease table's outcome, or a Java error name sent as is
 # (the conformance kit's scripted errors; the shard worker's fencing, until it returns outcomes).
@@ -79,7 +81,7 @@ class ProcessorChild:
 
     def __init__(self, command: tuple[str, ...], shard_id: str, checkpointer: Checkpointer,
                  timeout_s: float | None, log: logging.LoggerAdapter | logging.Logger,
-                 stderr_lines_per_10s: int = LINES_PER_WINDOW):
+                 stderr_lines_per_10s: int = LINES_PER_WINDOW, stderr_bytes_per_10s: int = BYTES_PER_WINDOW):
         self.command = tuple(command)
         self.shard_id = shard_id
         self.checkpointer = checkpointer
@@ -87,11 +89,12 @@ class ProcessorChild:
         self.log = log
         self._conv = Conversation(shard_id)
         self._proc: subprocess.Popen[bytes] | None = None
+        self.started: int | None = None  # the child's start time (clock ticks since boot)
         self._stdin_fd = -1
         self._stdout = ChildStdout(shard_id, MAX_QUEUED)
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self._tail_lock = threading.Lock()  # copying a deque while another thread appends raises
-        self._stderr = StderrLines(stderr_lines_per_10s)
+        self._stderr = StderrLines(stderr_lines_per_10s, bytes_per_window=stderr_bytes_per_10s)
         self.stderr_dropped = 0  # stderr lines not logged so far (the stderr thread adds, others read)
         self._readers: list[threading.Thread] = []
         self._closed = False
@@ -111,6 +114,7 @@ class ProcessorChild:
                 f"cannot start the processor '{argv[0]}' for {self.shard_id}: {exc.strerror or exc}") from exc
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._proc = proc
+        self.started = start_time(proc.pid)  # with the pid, names the child: ``usage.signal_group``
         self._stdin_fd = proc.stdin.fileno()
         try:
             fcntl.fcntl(self._stdin_fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), _PIPE_SIZE)
@@ -156,10 +160,7 @@ class ProcessorChild:
             if code is not None:
                 break
             self.log.warning("processor pid %d did not exit; sending %s to its process group", proc.pid, sig.name)
-            try:
-                os.killpg(proc.pid, sig)  # not reaped yet, so the id cannot have been reused
-            except OSError:
-                pass
+            signal_group(proc.pid, self.started, sig)
             code = self._wait(wait_s)
         self._join_readers(proc.pid)
         while True:  # Java logs what the child wrote after its last exchange
@@ -183,10 +184,7 @@ class ProcessorChild:
             if sig is not None:
                 self.log.warning("processor pid %d exited but processes it started still hold its pipes; "
                                  "sending %s to its process group", pgid, sig.name)
-                try:
-                    os.killpg(pgid, sig)  # a group id stays taken while any member lives
-                except OSError:
-                    pass
+                signal_group(pgid, self.started, sig, leader_reaped=True)
             deadline = time.monotonic() + EXIT_GRACE_S
             for thread in self._readers:
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
@@ -402,13 +400,16 @@ class ProcessorChild:
             if isinstance(event, Dropped):
                 self.stderr_dropped += event.lines
                 self.log.warning("processor for %s wrote more to stderr than kclmp.processorStderrLinesPer10s = %d "
-                                 "allows: %d lines were not logged in the last %g s", self.shard_id,
-                                 self._stderr.lines_per_window, event.lines, event.window_s)
+                                 "with kclmp.processorStderrBytesPer10s = %d allows: %d lines (%d bytes) were not "
+                                 "logged in the last %g s", self.shard_id, self._stderr.lines_per_window,
+                                 self._stderr.bytes_per_window, event.lines, event.bytes, event.window_s)
                 continue
+            # a secret cut by a limit is no longer a whole secret: the scrubber is told where the cut is
             with self._tail_lock:
-                self._stderr_tail.append(event.text[:300])
+                self._stderr_tail.append(redact_cut(event.text[:300]) if len(event.text) > 300 else event.text)
             if event.logged:  # Java logs every stderr line at ERROR: "Received error line from subprocess [...]"
-                self.log.error("processor stderr: %s", event.render())
+                text = redact_cut(event.text) if event.cut_bytes else event.text
+                self.log.error("processor stderr: %s", replace(event, text=text).render())
 
     def _log_limited(self, budget: LineBudget, stream: str, level: int, msg: str, *args: Any) -> None:
         allowed, dropped = budget.allow()

@@ -8,12 +8,15 @@ same, with two bounds that a processor stuck in a loop cannot break:
   logged as further lines. 64 KiB holds any stack-trace or structured log line whole, fits
   one CloudWatch Logs event (256 KB), and is all of a processor's stderr that kcl-mp keeps
   in memory at once, whatever the processor writes.
-- At most ``lines_per_window`` lines each ``WINDOW_S`` reach the log
-  (``kclmp.processorStderrLinesPer10s``; 0: no limit, as Java). The default, 10,000, lets a
-  processor log a line per record at a shard's full write rate (1,000 records/s). Lines
-  over the budget are counted, and when a window that dropped lines closes, one
-  ``Dropped`` says how many: the flood shows in the log (and in the metrics) while it
-  happens, not only when the processor exits.
+- At most ``lines_per_window`` lines and ``bytes_per_window`` bytes each ``WINDOW_S``
+  reach the log (``kclmp.processorStderrLinesPer10s``, ``kclmp.processorStderrBytesPer10s``;
+  0: no limit, as Java). The default lines, 10,000, let a processor log a line per record
+  at a shard's full write rate (1,000 records/s); the default bytes, 10 MiB, let each of
+  those lines be 1 KiB, while 10,000 cut lines of 64 KiB would be 640 MiB. Lines over
+  either budget are counted, and when a window that dropped lines closes, one ``Dropped``
+  says how many lines and bytes: the flood shows in the log (and in the metrics) while it
+  happens, not only when the processor exits. A line is counted by its UTF-8 bytes as
+  kept (at most ``MAX_LINE_BYTES``).
 
 Pure: bytes and the clock in, ``Line`` and ``Dropped`` events out. Lines break at ``\\n``,
 ``\\r`` or ``\\r\\n``, as ``wire.LineSplitter`` cuts stdout; unlike stdout's, a line over the
@@ -23,7 +26,7 @@ cap is cut and its remainder counted. Blank lines are neither logged nor counted
 >>> [e.render() for e in lines.feed(b"one\\ntwo and more\\nthree\\n", now=0.0) if e.logged]
 ['one', 'two and ... [cut: 4 more bytes]']
 >>> lines.tick(now=10.0)
-[Dropped(lines=1, window_s=10.0)]
+[Dropped(lines=1, window_s=10.0, bytes=5)]
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 MAX_LINE_BYTES = 64 << 10
 WINDOW_S = 10.0
 LINES_PER_WINDOW = 10_000
+BYTES_PER_WINDOW = 10 << 20
 
 _BREAK = re.compile(rb"\r\n|\r|\n")
 
@@ -42,7 +46,7 @@ _BREAK = re.compile(rb"\r\n|\r|\n")
 class Line:
     text: str
     cut_bytes: int  # bytes of the line past MAX_LINE_BYTES, not kept
-    logged: bool  # within the budget: goes to the log
+    logged: bool  # within the budgets: goes to the log
 
     def render(self) -> str:
         return f"{self.text} ... [cut: {self.cut_bytes:,} more bytes]" if self.cut_bytes else self.text
@@ -52,6 +56,7 @@ class Line:
 class Dropped:
     lines: int  # lines not logged in the window that just closed
     window_s: float
+    bytes: int = 0  # their bytes as kept
 
 
 Event = Line | Dropped
@@ -62,15 +67,18 @@ class StderrLines:
     run for a window's drops to be reported although no further line arrives."""
 
     def __init__(self, lines_per_window: int = LINES_PER_WINDOW, window_s: float = WINDOW_S,
-                 max_line_bytes: int = MAX_LINE_BYTES):
+                 max_line_bytes: int = MAX_LINE_BYTES, bytes_per_window: int = BYTES_PER_WINDOW):
         self.lines_per_window, self.window_s, self.max_line_bytes = lines_per_window, window_s, max_line_bytes
+        self.bytes_per_window = bytes_per_window
         self._parts: list[bytes] = []  # the unfinished line's kept part
         self._size = 0
         self._cut = 0
         self._after_cr = False
         self._window_started: float | None = None
         self._logged = 0
+        self._logged_bytes = 0
         self._dropped = 0
+        self._dropped_bytes = 0
 
     def feed(self, chunk: bytes, now: float) -> list[Event]:
         events: list[Event] = self.tick(now)
@@ -91,16 +99,21 @@ class StderrLines:
         """The closing window's drops, once it has closed."""
         if self._window_started is None or now - self._window_started < self.window_s:
             return []
-        dropped, self._dropped, self._logged, self._window_started = self._dropped, 0, 0, None
-        return [Dropped(dropped, self.window_s)] if dropped else []
+        dropped = self._take_dropped()
+        return [dropped] if dropped.lines else []
 
     def end(self, now: float) -> list[Event]:
         """At EOF: the unterminated last line, then whatever the last window dropped."""
         events = self._finish(now) if self._size or self._cut else []
-        if self._dropped:
-            events.append(Dropped(self._dropped, self.window_s))
-        self._dropped, self._logged, self._window_started = 0, 0, None
-        return events
+        dropped = self._take_dropped()
+        return events + [dropped] if dropped.lines else events
+
+    def _take_dropped(self) -> Dropped:
+        """The window's drops; a new window starts with the next line."""
+        dropped = Dropped(self._dropped, self.window_s, self._dropped_bytes)
+        self._dropped = self._dropped_bytes = self._logged = self._logged_bytes = 0
+        self._window_started = None
+        return dropped
 
     def report_due(self) -> float | None:
         """When the current window closes, if it has drops to report; else None."""
@@ -124,13 +137,17 @@ class StderrLines:
         events: list[Event] = self.tick(now)
         if self._window_started is None:
             self._window_started = now
-        logged = not self.lines_per_window or self._logged < self.lines_per_window
+        size = len(raw)
+        logged = ((not self.lines_per_window or self._logged < self.lines_per_window)
+                  and (not self.bytes_per_window or self._logged_bytes + size <= self.bytes_per_window))
         if logged:
             self._logged += 1
+            self._logged_bytes += size
         else:
             self._dropped += 1
+            self._dropped_bytes += size
         events.append(Line(text, cut, logged))
         return events
 
 
-__all__ = ["Dropped", "Line", "StderrLines", "LINES_PER_WINDOW", "MAX_LINE_BYTES", "WINDOW_S"]
+__all__ = ["Dropped", "Line", "StderrLines", "BYTES_PER_WINDOW", "LINES_PER_WINDOW", "MAX_LINE_BYTES", "WINDOW_S"]

@@ -23,7 +23,7 @@ import multiprocess
 
 from kcl_mp.config import Config
 from kcl_mp.worker import channel, pool
-from kcl_mp.worker.usage import start_time
+from kcl_mp.worker.usage import signal_group
 
 
 @dataclass
@@ -104,11 +104,8 @@ class Pools:
         """SIGKILL the process groups of the processors the dead pool process started for ``keys``."""
         for key in keys:
             pid, started = dead.groups.get(key, (0, 0))
-            if pid and start_time(pid) == started:  # still the process it started, orphaned
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+            if pid:
+                signal_group(pid, started, signal.SIGKILL)  # only if still the process it started, orphaned
 
     def stop(self, timeout_s: float) -> list[PoolProcess]:
         """Close every pipe (each pool process then ends); SIGTERM, then SIGKILL, what lingers.

@@ -34,7 +34,7 @@ from kcl_mp.errors import EXIT_DEPENDENCY, EXIT_OK
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.worker import channel
 from kcl_mp.worker.shard_worker import LEASE_LOST, SHUTDOWN, TERMINATE, ShardWorker, Shared, Terminated
-from kcl_mp.worker.usage import Tracker, Usage
+from kcl_mp.worker.usage import Tracker, Usage, signal_group
 
 SAMPLE_EVERY_S = 2.0  # how often the processors' CPU and memory are sampled
 READ_WAIT_S = 0.5  # the reader's longest wait: how soon it sees SIGTERM
@@ -162,10 +162,8 @@ class Pool:
         shard.inbox.put(command)
         child = shard.worker.child
         if command == TERMINATE and child is not None and child.pid is not None:
-            try:
-                os.killpg(child.pid, signal.SIGTERM)  # it may be stuck in an exchange; not reaped yet
-            except OSError:
-                pass
+            # it may be stuck in an exchange; or its shard thread reaped it a moment ago
+            signal_group(child.pid, child.started, signal.SIGTERM)
 
     def _end(self, command: str) -> None:
         """Every shard gets ``command``; wait (bounded) for their processors to stop."""

@@ -52,7 +52,7 @@ from kcl_mp.retrieval.fanout import FanOutFetcher
 from kcl_mp.retrieval.polling import Fetched, Fetcher, FetchFailed, ShardEnded
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.worker import channel
-from kcl_mp.worker.usage import MB, Tracker, Watch, start_time
+from kcl_mp.worker.usage import MB, Tracker, Watch
 
 PROGRESS_EVERY_S = 1.0
 FAILED_GRACE_S = 1.0  # a processor that broke the protocol gets this long to exit before SIGTERM
@@ -124,6 +124,7 @@ class ShardWorker:
             timeout_s=config.processor.timeout_s,
             log=self.log,
             stderr_lines_per_10s=config.processor.stderr_lines_per_10s,
+            stderr_bytes_per_10s=config.processor.stderr_bytes_per_10s,
         )
         consumer_arn = self.start.consumer_arn
         fetcher_class = partial(FanOutFetcher, consumer_arn=consumer_arn) if consumer_arn else Fetcher
@@ -147,8 +148,8 @@ class ShardWorker:
             self.log.info("processor started: %s (pid %s) from checkpoint %s",
                           " ".join(config.processor.command), child.pid, self.start.checkpoint)
             assert child.pid is not None
-            self.send(channel.ProcessorStarted(shard_id, child.pid, start_time(child.pid) or 0))
-            watch = self.shared.tracker.watch(shard_id, child.pid, limit_mb * MB)
+            self.send(channel.ProcessorStarted(shard_id, child.pid, child.started or 0))
+            watch = self.shared.tracker.watch(shard_id, child.pid, child.started, limit_mb * MB)
             child.initialize(self.start.checkpoint)
             fetcher.start()
             return self._loop(child, fetcher)

@@ -11,6 +11,11 @@ the other processes on the host.
 A processor whose RSS exceeds ``limit_bytes`` is stopped at once (its process group gets
 SIGKILL): the exchange in progress then fails as a child that exited, and the shard's driver
 names the limit as the cause (``Watch.over_limit``).
+
+Processes are signalled only while they are known to be kcl-mp's (``signal_group``): a pid
+names a process together with its start time, because another thread (the shard's, which
+reaps its processor) may free the pid at any moment, and the next process to get it is
+likely a group leader too (every processor leads its own session).
 """
 
 from __future__ import annotations
@@ -53,6 +58,27 @@ def start_time(pid: int) -> int | None:
     return int(fields[19]) if fields else None
 
 
+def signal_group(pid: int, started: int | None, sig: int, *, leader_reaped: bool = False) -> bool:
+    """Send ``sig`` to the process group ``pid`` leads, only while it is the one started at
+    ``started`` (``start_time``); True if sent.
+
+    ``leader_reaped``: the leader is gone (its parent reaped it), and what is signalled are
+    the processes it left in its group. Their group id keeps the number taken (the kernel
+    frees a pid only once no process has it as its id, group or session), so the group is
+    still that one exactly while no process has the pid: one that has it is a newcomer.
+    A pid reused between the check and the signal is the race left, microseconds long.
+    """
+    now = start_time(pid)
+    ours = now is None if leader_reaped else (started is not None and now == started)
+    if not ours:
+        return False
+    try:
+        os.killpg(pid, sig)
+    except OSError:
+        return False  # gone meanwhile
+    return True
+
+
 def _children(pid: int) -> list[int]:
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
@@ -90,8 +116,8 @@ def tree_totals(pid: int) -> tuple[float, int] | None:
 class Watch:
     """One processor being sampled."""
 
-    def __init__(self, shard: str, pid: int, limit_bytes: int):
-        self.shard, self.pid, self.limit_bytes = shard, pid, limit_bytes
+    def __init__(self, shard: str, pid: int, started: int | None, limit_bytes: int):
+        self.shard, self.pid, self.started, self.limit_bytes = shard, pid, started, limit_bytes
         self.latest: Usage | None = None
         self.over_limit: Usage | None = None  # set when the limit stopped the child
         self.previous: tuple[float, float] | None = None  # (clock, cpu seconds)
@@ -108,10 +134,7 @@ class Watch:
         self.latest = Usage(percent, rss)
         if self.limit_bytes and rss > self.limit_bytes:
             self.over_limit = self.latest
-            try:
-                os.killpg(self.pid, signal.SIGKILL)  # the child leads its own session; not reaped yet
-            except OSError:
-                pass
+            signal_group(self.pid, self.started, signal.SIGKILL)  # the shard's thread may have reaped it
         return self.latest
 
 
@@ -126,8 +149,8 @@ class Tracker:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="usage", daemon=True)
 
-    def watch(self, shard: str, pid: int, limit_bytes: int) -> Watch:
-        watch = Watch(shard, pid, limit_bytes)
+    def watch(self, shard: str, pid: int, started: int | None, limit_bytes: int) -> Watch:
+        watch = Watch(shard, pid, started, limit_bytes)
         with self._lock:
             self._watches[shard] = watch
             if not self._thread.is_alive() and not self._stop.is_set():

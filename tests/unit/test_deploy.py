@@ -52,6 +52,8 @@ def test_the_systemd_unit_parses_and_restarts_on_what_it_should(capsys):
     s = service["Service"]
     assert s["ExecStart"].split()[0].endswith("/kcl-mp") and "--properties" in s["ExecStart"]
     assert "--metrics-port" in s["ExecStart"] and "workerId=%H" in s["ExecStart"]
+    # scraped from another host: it says so (the default, 127.0.0.1, is this host only)
+    assert "--metrics-address 0.0.0.0" in s["ExecStart"]
     assert s["Restart"] == "on-failure" == doc_row("Restart")
     prevented = set(s["RestartPreventExitStatus"].split())
     assert prevented == set(doc_row("RestartPreventExitStatus").split())
@@ -98,6 +100,7 @@ def test_the_kubernetes_manifests_load_with_the_probes_and_grace_the_docs_state(
     assert "workerId=$(POD_NAME)" in container["args"]
     # probes: /healthz on the port kcl-mp serves
     port = int(re.search(r"--metrics-port[= ](\d+)", args).group(1))
+    assert "--metrics-address=0.0.0.0" in container["args"], "the kubelet probes the pod IP, not loopback"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         get = container[probe]["httpGet"]

@@ -1,4 +1,4 @@
-"""A processor's stderr into the log: whole lines, cut ones marked, a line budget per window."""
+"""A processor's stderr into the log: whole lines, cut ones marked, a line and a byte budget per window."""
 
 from kcl_mp.multilang.child_stderr import Dropped, Line, StderrLines
 
@@ -30,19 +30,19 @@ def test_the_budget_drops_past_it_and_reports_when_the_window_closes():
     assert [e.logged for e in events] == [True] * 3 + [False] * 7  # kept for error messages all the same
     assert lines.report_due() == 110.0
     assert lines.tick(109.9) == []
-    assert lines.tick(110.0) == [Dropped(7, 10.0)]
+    assert lines.tick(110.0) == [Dropped(7, 10.0, bytes=7 * len("line 0"))]
     assert lines.report_due() is None and lines.tick(200.0) == []
     # a new window starts with the next line, with the whole budget
     assert logged(lines.feed(b"x\ny\nz\nw\n", 300.0)) == ["x", "y", "z"]
     # a line after the window reports the drops before itself
     events = lines.feed(b"late\n", 310.5)
-    assert events[0] == Dropped(1, 10.0) and logged(events) == ["late"]
+    assert events[0] == Dropped(1, 10.0, bytes=1) and logged(events) == ["late"]
 
 
 def test_end_gives_the_unterminated_line_and_the_last_drops():
     lines = StderrLines(lines_per_window=1)
     assert logged(lines.feed(b"first\nsecond\nlast words", 0.0)) == ["first"]
-    assert lines.end(1.0) == [Line("last words", 0, False), Dropped(2, 10.0)]
+    assert lines.end(1.0) == [Line("last words", 0, False), Dropped(2, 10.0, bytes=len("secondlast words"))]
     assert lines.end(2.0) == []
 
 
@@ -52,3 +52,13 @@ def test_zero_means_no_limit_and_blank_lines_are_not_counted():
     assert lines.tick(100.0) == []
     budget = StderrLines(lines_per_window=2)
     assert logged(budget.feed(b"\n  \n\r\na\n\nb\n", 0.0)) == ["a", "b"]
+
+
+def test_the_byte_budget_drops_long_lines_the_line_budget_would_let_through():
+    lines = StderrLines(lines_per_window=100, max_line_bytes=10, bytes_per_window=25)
+    events = lines.feed(b"0123456789 and more\n" * 4 + b"short\n", 0.0)
+    assert [e.logged for e in events] == [True, True, False, False, True]  # 10 + 10, then 10 over 25, then 5 fits
+    assert logged(events)[:1] == ["0123456789 ... [cut: 9 more bytes]"]
+    assert lines.tick(10.0) == [Dropped(2, 10.0, bytes=20)]
+    unbounded = StderrLines(lines_per_window=0, bytes_per_window=0)
+    assert len(logged(unbounded.feed((b"x" * 1000 + b"\n") * 20_000, 0.0))) == 20_000
