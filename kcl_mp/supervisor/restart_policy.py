@@ -5,8 +5,9 @@ Pure: the supervisor gathers the facts (``Gone``), asks ``after_exit``, and carr
 
     reported SHARD_END checkpointed         finished   the shard is done; children may start
     lease no longer held, or host stopping  none       nothing to restart here
-    stopped cleanly after leaseLost, and    resume     no failure: this host's hold lapsed (a
-      the lease is held here again                     pause, a lost renewal) and the lease came
+    stopped cleanly, no failure, and the    resume     no failure: it stopped for leaseLost (this
+      lease is held here again                         host's hold lapsed: a pause, a lost renewal)
+                                                       or a refused checkpoint, and the lease came
                                                        back; start at once from its checkpoint
     the executable cannot be started        stop_host  a configuration error: exit 1
     the lease is at SHARD_END already       finished   it checkpointed, then died before saying so
@@ -84,9 +85,10 @@ def after_exit(gone: Gone, attempts_before: int, settings: ProcessorSettings, rn
         return Decision(Action.FINISHED, "ended and was checkpointed at SHARD_END")
     if not gone.held or gone.stopping:
         return Decision(Action.NONE)
-    if gone.told_lost and gone.code == EXIT_OK and not gone.failure:
-        return Decision(Action.RESUME, "stopped for leaseLost when this host's hold on the lease lapsed; the lease "
-                        "is held here again: starting it from its last checkpoint")
+    if gone.code == EXIT_OK and not gone.failure and gone.shard_end is None:
+        cause = ("stopped for leaseLost when this host's hold on the lease lapsed" if gone.told_lost else
+                 "stopped when a checkpoint was refused (the lease had moved)")
+        return Decision(Action.RESUME, f"{cause}; the lease is held here again: starting it from its last checkpoint")
     if gone.cannot_start:
         return Decision(Action.STOP_HOST, f"the processor cannot be started ({gone.failure})")
     if gone.at_shard_end:

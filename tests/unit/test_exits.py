@@ -27,6 +27,8 @@ CASES = [
     ("the host is stopping: nothing to restart", dict(stopping=True), 0, RESTART, "none", (), 0),
     ("stopped for leaseLost when the hold lapsed, the lease is back: resume now, no failure counted",
      dict(told_lost=True, code=0, failure=None, broke_protocol=False), 3, RESTART, "resume", (), 0),
+    ("stopped cleanly after a refused checkpoint, the lease is back: resume, no failure counted",
+     dict(code=0, failure=None, broke_protocol=False), 0, RESTART, "resume", (), 0),
     ("told leaseLost, but it crashed: a failure as any other", dict(told_lost=True), 0, RESTART, "restart",
      ("processor_failures", "processor_restarts"), 1),
     ("the executable cannot start: a configuration error", dict(cannot_start=True, code=3), 0, RESTART,
