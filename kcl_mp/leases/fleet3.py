@@ -353,6 +353,7 @@ class Fleet3:
         # restarted Java worker's first one): moving its leases now would only move them back.
         live = {w.worker_id for w in workers}
         reported = {row.worker_id: row.updated_at_s for row in self.metrics_rows}
+        period_s = self.settings.worker_metrics_reporter_freq_ms / 1000.0
         renewing = {load.owner for load in seen if load.owner and not load.expired}
         # A worker that let every lease it owns expire has stopped, whatever its metrics item
         # (a stopped Java worker's stays live for 2 report periods): nothing goes to it until
@@ -362,6 +363,14 @@ class Fleet3:
         self.gone = {w: lut for w, lut in self.gone.items() if reported.get(w, 0.0) <= lut}
         workers = [w for w in workers if w.worker_id not in self.gone]
         workers += [assignment.WorkerLoad(owner) for owner in sorted((renewing | {self.me}) - live)]
+        # Leases go only to workers shown alive: renewing leases, or (in a full round, so a new
+        # worker gets its share) reporting within the last report period. A dead worker's item
+        # stays live for two periods (Java's rule), long enough for a new leader to give it
+        # leases that then lie expired for failover more; between rounds, when leases lie
+        # expired, only a worker renewing its own gets them.
+        fresh_s = period_s + lease.renew_interval_s + 1.0
+        workers = [w for w in workers if w.worker_id in renewing | {self.me}
+                   or (due and self.wall() - reported.get(w.worker_id, 0.0) <= fresh_s)] or workers
         # Leases pending a handoff stay out of the round until it ends or times out (above), as in
         # Java: reassigning one whose new owner looks dead for a moment only moves it back later.
         loads = [load for load in seen if not load.handing_over]
