@@ -41,6 +41,7 @@ from kcl_mp.leases.rows import (
     CLIENT_VERSION_MIGRATION,
     MIGRATION_KEY,
     CoordinatorState,
+    RowError,
     state_view,
 )
 
@@ -163,8 +164,8 @@ class CoordinatorStateStore:
             return None
         try:
             return state_view(item, "cv")
-        except (KeyError, TypeError, ValueError) as exc:
-            raise DependencyError(f"{MIGRATION_KEY} in {self.table} is not a MigrationState: {item!r}",
+        except RowError as exc:  # the row's fault, named; not the whole item (it may hold 400 KB)
+            raise DependencyError(f"{MIGRATION_KEY} in {self.table} is not a MigrationState: {exc}",
                                   retriable=False) from exc
 
     def initialise_client_version(self, config: str) -> CoordinatorState | None:

@@ -52,7 +52,8 @@ stays. A checkpoint does not bump
 ``leaseCounter``: only the supervisor's renewals do, so the shard worker (another process)
 never races its own supervisor; fencing comes from the owner condition instead.
 
-A lost race (ConditionalCheckFailed) is a ``None``/``False`` result, not an exception, and a
+A lost race (ConditionalCheckFailed) is a ``None``/``False`` result (so is a write whose
+returned row is no longer a lease: someone edited a value meanwhile), not an exception, and a
 checkpoint not stored is an ``errors.CheckpointOutcome`` (the shard worker's processor gets
 its Java name from ``multilang.wire``); every other failure is translated to
 ``errors.DependencyError``.
@@ -384,4 +385,7 @@ class LeaseTable:
             if is_conditional_failure(exc):
                 return None
             raise translate(exc, what) from exc
-        return Lease.from_item(response["Attributes"])
+        # Written, but the row now holds a value no lease may (someone edited it meanwhile): it is
+        # no lease of ours any more, as the next scan will show it apart.
+        item = response["Attributes"]
+        return None if not_a_lease(item) else Lease.from_item(item)
