@@ -23,7 +23,7 @@ and raises ``RowError`` (a ValueError) naming the attribute, never KeyError or T
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -155,6 +155,22 @@ class TableScan:
 
     leases: tuple[Lease, ...]
     others: tuple[OtherRow, ...]
+
+
+def other_rows_line(others: Sequence[OtherRow], shown: int = 5) -> str:
+    """The rows that are not leases, for one log line: their count and the first few, bounded
+    whatever the table holds (keys escaped and cut, as in every message about a row).
+
+    >>> other_rows_line([OtherRow.from_item({"leaseKey": {"S": f"bogus-{i}"}, "leaseCounter": {"N": "1"}},
+    ...                                     f"leaseKey 'bogus-{i}' is not a shard id") for i in range(7)], 2)
+    "7 rows that are not leases: 'bogus-0' (leaseKey 'bogus-0' is not a shard id), 'bogus-1' (leaseKey 'bogus-1' \
+is not a shard id) and 5 more"
+    """
+    first = ", ".join(f"{quoted(row.key)} ({row.entity_type if row.view is not None else row.problem or row.why})"
+                      for row in others[:shown])
+    more = f" and {len(others) - shown} more" if len(others) > shown else ""
+    return f"{len(others)} row{'s' if len(others) != 1 else ''} that {'are' if len(others) != 1 else 'is'} " \
+           f"not {'leases' if len(others) != 1 else 'a lease'}: {first}{more}"
 
 
 def read_items(items: Iterable[Item]) -> TableScan:

@@ -84,7 +84,7 @@ from kcl_mp.leases.lease import (
     Lease,
     not_a_lease,
 )
-from kcl_mp.leases.rows import TableScan, read_items
+from kcl_mp.leases.rows import OtherRow, TableScan, read_items
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 
 OWNER_INDEX = "LeaseOwnerToLeaseKeyIndex"
@@ -105,6 +105,7 @@ class LeaseTable:
     def __init__(self, client: Any, table_name: str):
         self.client = client
         self.name = table_name
+        self.others: tuple[OtherRow, ...] = ()
 
     # -- the table itself ------------------------------------------------------------
 
@@ -173,8 +174,11 @@ class LeaseTable:
     # -- reads -----------------------------------------------------------------------
 
     def scan(self) -> TableScan:
-        """Every row: the leases, and apart from them the rows that are not leases."""
-        return read_items(self._items())
+        """Every row: the leases, and apart from them the rows that are not leases (the last
+        scan's are kept in ``others``: the supervisor counts and reports them)."""
+        found = read_items(self._items())
+        self.others = found.others
+        return found
 
     def list_leases(self) -> list[Lease]:
         return list(self.scan().leases)
