@@ -33,3 +33,27 @@ def test_a_step_failing_turn_after_turn_means_the_supervisor_cannot_go_on(caplog
             steps.run("scan", lambda: None)  # another step's success does not reset it
     assert steps.failed == "renew"
     assert caplog.records[-1].getMessage().endswith(f"({MAX_FAILURES} turns in a row); the supervisor cannot go on")
+
+
+def test_a_retriable_error_is_a_warning_and_never_stops_the_host(caplog):
+    from kcl_mp.errors import DependencyError, ThrottledError
+
+    steps = Steps(logging.getLogger("kcl_mp.supervisor"), None, Counter())
+
+    def throttled() -> None:
+        raise ThrottledError("scanning lease table app: ProvisionedThroughputExceededException")
+
+    with caplog.at_level(logging.WARNING, "kcl_mp.supervisor"):
+        for _ in range(2 * MAX_FAILURES):
+            steps.run("scan", throttled)
+    assert steps.failed is None and steps.counters["loop_step_errors"] == 2 * MAX_FAILURES
+    assert {(r.levelname, r.exc_info) for r in caplog.records} == {("WARNING", None)}
+    assert caplog.records[0].getMessage() == ("loop step scan failed: scanning lease table app: "
+                                              "ProvisionedThroughputExceededException; it runs again next turn")
+
+    def refused() -> None:
+        raise DependencyError("reading the leader lock: AccessDeniedException", retriable=False)
+
+    for _ in range(MAX_FAILURES):
+        steps.run("scan", refused)
+    assert steps.failed == "scan"
