@@ -9,6 +9,12 @@ hangs, no processor starts for a row that is not a lease, ``kcl-mp leases`` list
 apart with its reason, no loop step fails, and SIGTERM exits 0. A lease of a well-formed
 shard id the stream does not hold (a shard aged out of retention) ends at SHARD_END without a
 processor and is deleted by the shard sync.
+
+One row cannot leave every shard processing: in KCL 3.x mode a leader lock nobody can read
+elects no leader (a Java fleet's lock client fails on it the same way), so at start-up no
+lease is assigned until an operator deletes the row; the host says which row every
+heartbeat, goes on, and leads at once after the delete. In a running fleet the leases
+already held keep processing.
 """
 
 from __future__ import annotations
@@ -166,6 +172,12 @@ def _fleet(tmp_path: Path, kinesis, moto_url: str, stream: str, hosts: int, clie
     return daemons, producer, out, props
 
 
+def _kill(hosts: dict[str, Daemon]) -> None:
+    """A failed test leaves no host behind (each one's whole process group)."""
+    for daemon in hosts.values():
+        daemon.kill()
+
+
 def _delivered(out: Path) -> set[int]:
     return {json.loads(e["data"])["id"] for e in records_only(recorded(out))}
 
@@ -212,27 +224,51 @@ def test_bad_rows_put_into_a_running_fleet(tmp_path, kinesis, dynamodb, moto_url
         _assert_rows_apart(props)
         _assert_no_failure(hosts)
         assert not [p for p in out.glob("*.jsonl") if p.name.split(".")[0] not in REAL]
+    except BaseException:
+        _kill(hosts)
+        raise
     finally:
         producer.stop.set()
     stop_all(hosts)
     producer.finish()
 
 
-def test_bad_rows_at_start_up(tmp_path, kinesis, dynamodb, moto_url, unique_name):
-    """The host starts on a table that already holds them (unset clientVersionConfig: KCL 3.x):
-    the start-up line counts them and names only the first few."""
+@pytest.mark.parametrize("client_version", [None, COMPATIBLE_WITH_2X], ids=["default", "compatible-2x"])
+def test_bad_rows_at_start_up(tmp_path, kinesis, dynamodb, moto_url, unique_name, client_version):
+    """The host starts on tables that already hold them: it starts in the version its
+    clientVersionConfig gives (the Migration3.0 it cannot read left alone), and the start-up
+    line counts the rows that are not leases and names only the first few."""
     app = unique_name + "-app"
     LeaseTable(dynamodb, app).ensure_table()
     _put_bad_leases(dynamodb, app)
-    hosts, producer, out, props = _fleet(tmp_path, kinesis, moto_url, unique_name, 1, None)
+    _put_bad_state(dynamodb, app)
+    hosts, producer, out, props = _fleet(tmp_path, kinesis, moto_url, unique_name, 1, client_version,
+                                         **{"kclmp.leaderLockLeaseDurationMillis": 4000})
     try:
+        if client_version is None:
+            # KCL 3.x: a lock nobody can read elects no leader, so nothing is assigned (a Java
+            # fleet's lock client fails the same way); the host says which row, goes on, and
+            # leads as soon as an operator deletes the row
+            lock = f"the leader lock (key Leader in {app}-CoordinatorState) cannot be read: leaseDuration '120000ms'"
+            wait_until(lambda: sum(lock in e["msg"] for e in _log_entries(hosts["host-0"])) >= 3, 30,
+                       "the host reading the bad lock, heartbeat after heartbeat")
+            _assert_no_failure(hosts)
+            dynamodb.delete_item(TableName=f"{app}-CoordinatorState", Key={"key": {"S": "Leader"}})
         wait_until(lambda: {e["_shard"] for e in records_only(recorded(out))} == REAL, 90, "every shard delivering")
         _keeps_processing(producer, out, "the start")
         _assert_rows_apart(props)
         _assert_no_failure(hosts)
+        started_as = "CLIENT_VERSION_3X" if client_version is None else "CLIENT_VERSION_UPGRADE_FROM_2X"
+        assert any(f"Migration3.0 in {app}-CoordinatorState is not a MigrationState (mts '1.5' is not a whole "
+                   f"number): left alone; starting as {started_as}" in e["msg"] for e in _log_entries(hosts["host-0"]))
+        item = dynamodb.get_item(TableName=f"{app}-CoordinatorState", Key={"key": {"S": "Migration3.0"}})["Item"]
+        assert item["mts"] == {"N": "1.5"}  # left as it was
         (line,) = [e["msg"] for e in _log_entries(hosts["host-0"]) if "that are not leases" in e["msg"]]
         assert f"also holds {len(BAD_LEASES) + len(BOGUS)} rows that are not leases: " in line
         assert line.endswith(f" and {len(BAD_LEASES) + len(BOGUS) - 5} more, left alone") and len(line) < 1500
+    except BaseException:
+        _kill(hosts)
+        raise
     finally:
         producer.stop.set()
     stop_all(hosts)
@@ -261,6 +297,9 @@ def test_a_lease_of_a_shard_gone_from_the_stream_ends_and_is_deleted(tmp_path, k
         assert any(f"deleted lease {gone}" in e["msg"] for e in entries)
         _assert_no_failure(hosts)
         assert not list(out.glob(f"{gone}.*.jsonl"))
+    except BaseException:
+        _kill(hosts)
+        raise
     finally:
         producer.stop.set()
     stop_all(hosts)
