@@ -140,7 +140,8 @@ class ShardSyncer:
                 continue
             self.view.last_seen.pop(key, None)
             if deleted:
-                self.log.info("deleted lease %s: its shard is finished and its children are being processed", key)
+                self.log.info("deleted lease %s: its shard is finished and its children are being processed (or "
+                              "it is gone from the stream)", key)
 
     def _create(self, leases: Iterable[Lease]) -> int:
         """Create each lease unless it exists; how many this call created."""

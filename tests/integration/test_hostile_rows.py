@@ -23,6 +23,8 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -52,6 +54,8 @@ REAL = {f"shardId-{i:012d}" for i in range(SHARDS)}
 COMPATIBLE_WITH_2X = "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X"
 FORGED = "shardId-000000000777\n2026-11-25T15:00:00.000 ERROR   worker=host-a shard=- AccessDenied: exiting"
 BOGUS = [f"bogus-{i:03d}" for i in range(20)] + [FORGED]  # 21 keys that name no shard
+# clientVersionConfig unset (KCL 3.x, the default) and Java's 2.x-compatible mode
+BOTH_MODES = pytest.mark.parametrize("client_version", [None, COMPATIBLE_WITH_2X], ids=["default", "compatible-2x"])
 
 
 def _lease(key: str, **values: dict) -> dict:
@@ -172,10 +176,20 @@ def _fleet(tmp_path: Path, kinesis, moto_url: str, stream: str, hosts: int, clie
     return daemons, producer, out, props
 
 
-def _kill(hosts: dict[str, Daemon]) -> None:
-    """A failed test leaves no host behind (each one's whole process group)."""
-    for daemon in hosts.values():
-        daemon.kill()
+@contextmanager
+def _running(hosts: dict[str, Daemon], producer: BackgroundProducer) -> Iterator[None]:
+    """A test's fleet: if the test passes, every host must stop on SIGTERM with exit status 0;
+    if it fails, no host is left behind (each one's whole process group is killed)."""
+    try:
+        yield
+    except BaseException:
+        for daemon in hosts.values():
+            daemon.kill()
+        raise
+    finally:
+        producer.stop.set()
+    stop_all(hosts)
+    producer.finish()
 
 
 def _delivered(out: Path) -> set[int]:
@@ -192,7 +206,7 @@ def _keeps_processing(producer: BackgroundProducer, out: Path, what: str) -> Non
     assert shards == REAL, shards
 
 
-@pytest.mark.parametrize("client_version", [None, COMPATIBLE_WITH_2X], ids=["default", "compatible-2x"])
+@BOTH_MODES
 def test_bad_rows_put_into_a_running_fleet(tmp_path, kinesis, dynamodb, moto_url, unique_name, client_version):
     # the lock checked every second (a quarter of its duration), so every host reads the bad one
     hosts, producer, out, props = _fleet(tmp_path, kinesis, moto_url, unique_name, 3, client_version,
@@ -203,7 +217,7 @@ def test_bad_rows_put_into_a_running_fleet(tmp_path, kinesis, dynamodb, moto_url
     def every_host_said(text: str) -> bool:
         return all(any(text in e["msg"] for e in _log_entries(daemon)) for daemon in hosts.values())
 
-    try:
+    with _running(hosts, producer):
         wait_until(lambda: {e["_shard"] for e in records_only(recorded(out))} == REAL, 90, "every shard delivering")
         _put_bad_leases(dynamodb, app)
         _put_bad_state(dynamodb, app)
@@ -224,16 +238,9 @@ def test_bad_rows_put_into_a_running_fleet(tmp_path, kinesis, dynamodb, moto_url
         _assert_rows_apart(props)
         _assert_no_failure(hosts)
         assert not [p for p in out.glob("*.jsonl") if p.name.split(".")[0] not in REAL]
-    except BaseException:
-        _kill(hosts)
-        raise
-    finally:
-        producer.stop.set()
-    stop_all(hosts)
-    producer.finish()
 
 
-@pytest.mark.parametrize("client_version", [None, COMPATIBLE_WITH_2X], ids=["default", "compatible-2x"])
+@BOTH_MODES
 def test_bad_rows_at_start_up(tmp_path, kinesis, dynamodb, moto_url, unique_name, client_version):
     """The host starts on tables that already hold them: it starts in the version its
     clientVersionConfig gives (the Migration3.0 it cannot read left alone), and the start-up
@@ -244,7 +251,7 @@ def test_bad_rows_at_start_up(tmp_path, kinesis, dynamodb, moto_url, unique_name
     _put_bad_state(dynamodb, app)
     hosts, producer, out, props = _fleet(tmp_path, kinesis, moto_url, unique_name, 1, client_version,
                                          **{"kclmp.leaderLockLeaseDurationMillis": 4000})
-    try:
+    with _running(hosts, producer):
         if client_version is None:
             # KCL 3.x: a lock nobody can read elects no leader, so nothing is assigned (a Java
             # fleet's lock client fails the same way); the host says which row, goes on, and
@@ -266,16 +273,9 @@ def test_bad_rows_at_start_up(tmp_path, kinesis, dynamodb, moto_url, unique_name
         (line,) = [e["msg"] for e in _log_entries(hosts["host-0"]) if "that are not leases" in e["msg"]]
         assert f"also holds {len(BAD_LEASES) + len(BOGUS)} rows that are not leases: " in line
         assert line.endswith(f" and {len(BAD_LEASES) + len(BOGUS) - 5} more, left alone") and len(line) < 1500
-    except BaseException:
-        _kill(hosts)
-        raise
-    finally:
-        producer.stop.set()
-    stop_all(hosts)
-    producer.finish()
 
 
-@pytest.mark.parametrize("client_version", [None, COMPATIBLE_WITH_2X], ids=["default", "compatible-2x"])
+@BOTH_MODES
 def test_a_lease_of_a_shard_gone_from_the_stream_ends_and_is_deleted(tmp_path, kinesis, dynamodb, moto_url,
                                                                       unique_name, client_version):
     """A well-formed lease the stream does not hold (its shard aged out before the lease reached
@@ -288,7 +288,7 @@ def test_a_lease_of_a_shard_gone_from_the_stream_ends_and_is_deleted(tmp_path, k
     dynamodb.put_item(TableName=app, Item=_lease(gone, startingHashKey={"S": "0"}, endingHashKey={"S": "1"}))
     hosts, producer, out, props = _fleet(tmp_path, kinesis, moto_url, unique_name, 1, client_version,
                                          shardSyncIntervalMillis=1000)
-    try:
+    with _running(hosts, producer):
         wait_until(lambda: {e["_shard"] for e in records_only(recorded(out))} == REAL, 90, "every shard delivering")
         wait_until(lambda: gone not in {lease.key for lease in table.scan().leases}, 60, f"{gone} deleted")
         _keeps_processing(producer, out, f"{gone} ended")
@@ -297,10 +297,3 @@ def test_a_lease_of_a_shard_gone_from_the_stream_ends_and_is_deleted(tmp_path, k
         assert any(f"deleted lease {gone}" in e["msg"] for e in entries)
         _assert_no_failure(hosts)
         assert not list(out.glob(f"{gone}.*.jsonl"))
-    except BaseException:
-        _kill(hosts)
-        raise
-    finally:
-        producer.stop.set()
-    stop_all(hosts)
-    producer.finish()
