@@ -12,16 +12,15 @@ terminal, marking what changed since the last view (a new owner, a checkpoint th
 expiry is measured once it has watched for failoverTimeMillis. Rows of the table that are
 not leases (KCL 3.5's leader lock, client version, table migration and worker metrics)
 are listed apart, never counted as leases (``others``, in JSON too), each with why it is not
-one (a value kcl-mp cannot read, a key that names no shard). Every text line is shown with its
-control characters escaped as ``repr`` writes them: a key or owner holding a newline or an
-ESC sequence cannot forge a line or reach the terminal. ``summarize`` and ``changes`` are
-pure; ``main`` does the I/O.
+one (a value kcl-mp cannot read, a key that names no shard). Every text line is shown with
+its control characters escaped as ``repr`` writes them (``logs.escape``, as in text logs):
+a key or owner holding a newline or an ESC sequence cannot forge a line or reach the
+terminal. ``summarize`` and ``changes`` are pure; ``main`` does the I/O.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from collections import Counter
@@ -39,6 +38,7 @@ from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.rows import OtherRow
 from kcl_mp.leases.shard_sync import unfinished_parents
 from kcl_mp.leases.table import LeaseTable
+from kcl_mp.logs import escape
 
 
 @dataclass(frozen=True)
@@ -166,20 +166,8 @@ def render(report: Report, moved: Mapping[str, str] | None = None) -> str:
         lines.append(f"{len(report.others)} rows that are not leases (left alone):")
         lines.append(f"{'key':<28} {'entityType':<28} what")
         lines.extend(f"{row.key:<28} {row.entity_type or '-':<28} {row.summary}" for row in report.others)
-    return "\n".join(map(printable, lines))
+    return "\n".join(map(escape, lines))
 
-
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def printable(text: str) -> str:
-    """``text`` with its control characters (C0, DEL, C1, the Unicode line separators)
-    escaped as ``repr`` writes them.
-
-    >>> printable("shardId-000000000777\\n2026 ERROR forged\\x1b]0;title\\x07")
-    'shardId-000000000777\\\\n2026 ERROR forged\\\\x1b]0;title\\\\x07'
-    """
-    return _CONTROL.sub(lambda match: repr(match.group())[1:-1], text)
 
 
 def main(argv: Sequence[str]) -> int:
