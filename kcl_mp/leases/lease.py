@@ -63,6 +63,7 @@ _WHOLE = {LEASE_COUNTER: 2**63 - 1, OWNER_SWITCHES: 2**63 - 1, CHECKPOINT_SUB: 2
           PENDING_CHECKPOINT_SUB: 2**63 - 1, STARTING_HASH_KEY: 2**128 - 1, ENDING_HASH_KEY: 2**128 - 1}
 
 
+KEY_SHOWN = 128  # characters of a key shown in a message: the longest ShardId Kinesis allows
 _SEQUENCE_DIGITS = 129  # Kinesis's SequenceNumber pattern: 0|([1-9]\d{0,128})
 
 
@@ -117,7 +118,7 @@ def not_a_lease(item: Mapping[str, Mapping[str, Any]]) -> str | None:
             return f"{name} {quoted(text)} is not a sequence number"
     key = item[LEASE_KEY]["S"]
     if not SHARD_ID.fullmatch(key):
-        return f"leaseKey {quoted(key)} is not a shard id (shardId- and 12 digits)"
+        return f"leaseKey {quoted(key, KEY_SHOWN)} is not a shard id (shardId- and 12 digits)"
     return None
 
 

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
-from kcl_mp.leases.lease import ENTITY_TYPE, LEASE_KEY, Lease, not_a_lease, quoted
+from kcl_mp.leases.lease import ENTITY_TYPE, KEY_SHOWN, LEASE_KEY, Lease, not_a_lease, quoted
 
 Item = Mapping[str, Mapping[str, Any]]
 
@@ -166,8 +166,9 @@ def other_rows_line(others: Sequence[OtherRow], shown: int = 5) -> str:
     "7 rows that are not leases: 'bogus-0' (leaseKey 'bogus-0' is not a shard id), 'bogus-1' (leaseKey 'bogus-1' \
 is not a shard id) and 5 more"
     """
-    first = ", ".join(f"{quoted(row.key)} ({row.entity_type if row.view is not None else row.problem or row.why})"
-                      for row in others[:shown])
+    first = ", ".join(
+        f"{quoted(row.key, KEY_SHOWN)} ({row.entity_type if row.view is not None else row.problem or row.why})"
+        for row in others[:shown])
     more = f" and {len(others) - shown} more" if len(others) > shown else ""
     return f"{len(others)} row{'s' if len(others) != 1 else ''} that {'are' if len(others) != 1 else 'is'} " \
            f"not {'leases' if len(others) != 1 else 'a lease'}: {first}{more}"

@@ -88,6 +88,9 @@ CASES = [
     ("a Java multi-stream key: another application's lease",
      _with(LEASE_3_1, leaseKey={"S": "123456789012:orders:1700000000:shardId-000000000001"}),
      "leaseKey '123456789012:orders:1700000000:shardId-000000000001' is not a shard id (shardId- and 12 digits)"),
+    ("a 2 KB key: shown cut at 128 characters, the longest ShardId Kinesis allows",
+     _with(LEASE_3_1, leaseKey={"S": "x" * 2048}),
+     f"leaseKey {'x' * 128!r}... is not a shard id (shardId- and 12 digits)"),
     ("a shard id of the wrong width", _with(LEASE_3_1, leaseKey={"S": "shardId-1"}),
      "leaseKey 'shardId-1' is not a shard id (shardId- and 12 digits)"),
 ]
