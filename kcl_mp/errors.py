@@ -29,6 +29,8 @@ EXIT_USAGE = 2  # host: a command-line error (argparse's own status)
 EXIT_START = 3  # worker: the processor cannot start: stop the host
 EXIT_PROCESSOR = 4  # worker: the child broke the protocol: restart that shard with backoff
 EXIT_DEPENDENCY = 5  # worker: AWS kept failing: restart that shard with backoff
+EXIT_INTERNAL = 70  # host: a bug kcl-mp could not go on after (logged with its traceback; leases released,
+#                    pool processes ended): restart (sysexits' EX_SOFTWARE)
 
 
 class KclMpError(Exception):

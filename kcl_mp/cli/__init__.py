@@ -11,7 +11,9 @@ Accepts the Java daemon's spellings (``--properties-file``, ``-p``, a positional
 ``-l/--log-configuration`` which is ignored with a warning). Exit status: 0 after a
 graceful stop (a SIGTERM or SIGINT during start-up included), 1 for a configuration error,
 a start-up error (DynamoDB or Kinesis unreachable or refusing, no such stream or consumer:
-the line says which) or a processor that cannot start, 2 for a command-line error.
+the line says which) or a processor that cannot start, 2 for a command-line error, 70 for a
+bug kcl-mp could not go on after (its traceback logged; the leases released and the pool
+processes ended when it struck a running supervisor). Every traceback goes through logging.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ import argparse
 import logging
 import os
 import sys
+import threading
 from collections.abc import Sequence
 
 from kcl_mp import __version__, logs
 from kcl_mp.config import Config, load_config
-from kcl_mp.errors import EXIT_CONFIG, EXIT_USAGE, ConfigError, KclMpError
+from kcl_mp.errors import EXIT_CONFIG, EXIT_INTERNAL, EXIT_USAGE, ConfigError, KclMpError
 
 log = logging.getLogger("kcl_mp.cli")
 
@@ -108,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return fail(exc)
     args = _parser().parse_args(argv)
     logs.setup(args.log_level, args.log_format)
+    _log_uncaught()
     path = args.properties or args.file
     if args.properties and args.file:
         log.warning("both --properties %s and %s given; using --properties", args.properties, args.file)
@@ -121,6 +125,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(args, path)
     except KclMpError as exc:
         return fail(exc, json_logs=args.log_format == "json")
+    except Exception:
+        log.critical("kcl-mp failed unexpectedly; exiting with status %d", EXIT_INTERNAL, exc_info=True)
+        return EXIT_INTERNAL
+
+
+def _log_uncaught() -> None:
+    """Tracebacks nobody caught (a thread's included) go through logging, so JSON logs stay
+    JSON and redaction applies; forked pool processes inherit the hooks."""
+    def thread_failed(hook: threading.ExceptHookArgs) -> None:
+        if hook.exc_type is not SystemExit and hook.exc_value is not None:
+            log.critical("thread %s failed", hook.thread.name if hook.thread else "?",
+                         exc_info=(hook.exc_type, hook.exc_value, hook.exc_traceback))
+
+    threading.excepthook = thread_failed
+    sys.excepthook = lambda kind, value, trace: log.critical("kcl-mp failed", exc_info=(kind, value, trace))
 
 
 def run(args: argparse.Namespace, path: str) -> int:

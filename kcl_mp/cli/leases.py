@@ -11,8 +11,11 @@ was not measured. ``--watch`` redraws the view every few seconds for a person at
 terminal, marking what changed since the last view (a new owner, a checkpoint that moved);
 expiry is measured once it has watched for failoverTimeMillis. Rows of the table that are
 not leases (KCL 3.5's leader lock, client version, table migration and worker metrics)
-are listed apart, never counted as leases (``others``, in JSON too). ``summarize`` and
-``changes`` are pure; ``main`` does the I/O.
+are listed apart, never counted as leases (``others``, in JSON too), each with why it is not
+one (a value kcl-mp cannot read, a key that names no shard). Every text line is shown with
+its control characters escaped as ``repr`` writes them (``logs.escape``, as in text logs):
+a key or owner holding a newline or an ESC sequence cannot forge a line or reach the
+terminal. ``summarize`` and ``changes`` are pure; ``main`` does the I/O.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.rows import OtherRow
 from kcl_mp.leases.shard_sync import unfinished_parents
 from kcl_mp.leases.table import LeaseTable
+from kcl_mp.logs import escape
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,7 @@ class OtherLine:
     key: str
     entity_type: str | None
     summary: str
+    why: str  # why it is not a lease (lease.not_a_lease)
 
 
 @dataclass(frozen=True)
@@ -114,7 +119,7 @@ def report(table: str, leases: Sequence[Lease], expired: set[str], watched_s: fl
         finished=states["finished"],
         handoffs=states["handoff"],
         leases=tuple(rows),
-        others=tuple(OtherLine(row.key, row.entity_type, row.summary())
+        others=tuple(OtherLine(row.key, row.entity_type, row.summary(), row.why)
                      for row in sorted(others, key=lambda row: row.key)),
     )
 
@@ -161,7 +166,8 @@ def render(report: Report, moved: Mapping[str, str] | None = None) -> str:
         lines.append(f"{len(report.others)} rows that are not leases (left alone):")
         lines.append(f"{'key':<28} {'entityType':<28} what")
         lines.extend(f"{row.key:<28} {row.entity_type or '-':<28} {row.summary}" for row in report.others)
-    return "\n".join(lines)
+    return "\n".join(map(escape, lines))
+
 
 
 def main(argv: Sequence[str]) -> int:

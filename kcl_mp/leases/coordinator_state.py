@@ -28,6 +28,7 @@ parameter; these are the same conditions as expressions, ``#k`` the table's key 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,8 +42,11 @@ from kcl_mp.leases.rows import (
     CLIENT_VERSION_MIGRATION,
     MIGRATION_KEY,
     CoordinatorState,
+    RowError,
     state_view,
 )
+
+log = logging.getLogger("kcl_mp.coordinator_state")
 
 _INIT_RETRIES = 10  # MigrationClientVersionStateInitializer.MAX_INITIALIZATION_RETRY
 
@@ -158,20 +162,39 @@ class CoordinatorStateStore:
 
     def client_version(self) -> CoordinatorState | None:
         """The ``Migration3.0`` state, or None when no worker has written it yet."""
+        try:
+            return self._client_version()
+        except RowError as exc:  # the row's fault, named; not the whole item (it may hold 400 KB)
+            raise DependencyError(f"{MIGRATION_KEY} in {self.table} is not a MigrationState: {exc}",
+                                  retriable=False) from exc
+
+    def _client_version(self) -> CoordinatorState | None:
         item = self.get(MIGRATION_KEY)
         if not item:
             return None
+        state = state_view(item, "cv")
         try:
-            return state_view(item, "cv")
-        except (KeyError, TypeError, ValueError) as exc:
-            raise DependencyError(f"{MIGRATION_KEY} in {self.table} is not a MigrationState: {item!r}",
-                                  retriable=False) from exc
+            client_version.parse(state.value)
+        except ValueError as exc:  # a cv no Java worker writes
+            raise RowError(str(exc)) from exc
+        return state
 
     def initialise_client_version(self, config: str) -> CoordinatorState | None:
         """Read ``Migration3.0`` and settle it as a starting Java worker with ``config`` would
-        (``client_version.initial``); None only for the phase-1 config, which writes nothing."""
+        (``client_version.initial``); None only for the phase-1 config, which writes nothing.
+
+        A ``Migration3.0`` nobody can read (a value Java would not write) is left as it is: this
+        worker starts in the version ``config`` alone gives, and follows the row once it can be
+        read again (a Java worker retries its start instead; a fleet must not stop for a row)."""
         for _ in range(_INIT_RETRIES):
-            state = self.client_version()
+            try:
+                state = self._client_version()
+            except RowError as exc:
+                start = client_version.initial(None, config, self.worker_id, self.clock_ms())
+                log.warning("worker %s: %s in %s is not a MigrationState (%s): left alone; starting as %s from "
+                            "clientVersionConfig %s", self.worker_id, MIGRATION_KEY, self.table, exc,
+                            start.version.value, config)
+                return None if start.write is None else start.write.state
             start = client_version.initial(state, config, self.worker_id, self.clock_ms())
             if start.write is None:
                 return state

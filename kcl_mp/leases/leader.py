@@ -48,9 +48,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kcl_mp.aws.errors import AWS_ERRORS, is_conditional_failure, translate
+from kcl_mp.errors import DependencyError
 from kcl_mp.leases.coordinator_state import StateTables
 from kcl_mp.leases.lease import ENTITY_TYPE
-from kcl_mp.leases.rows import LEADER, LEADER_KEY
+from kcl_mp.leases.rows import LEADER, LEADER_KEY, RowError, leader_view
 
 log = logging.getLogger("kcl_mp.leader")
 
@@ -95,7 +96,12 @@ class LeaderLock:
             raise translate(exc, f"reading the leader lock in {self.table}") from exc
         if not item:
             return None
-        return Lock(item[OWNER]["S"], int(item[DURATION]["S"]), item[VERSION]["S"], RELEASED in item)
+        try:  # a lock nobody can read holds the election up, as an unreachable table would; never a crash
+            view = leader_view(item)
+        except RowError as exc:
+            raise DependencyError(f"the leader lock ({self.key_name} {LEADER_KEY} in {self.table}) cannot be read: "
+                                  f"{exc}", retriable=False) from exc
+        return Lock(view.owner, view.lease_duration_ms, view.record_version, RELEASED in item)
 
     def acquire(self, version: str, seen: Lock | None) -> bool:
         """Write the lock as ours with ``version``: over nothing, over a released lock,

@@ -12,16 +12,19 @@ Attributes kcl-mp does not model are kept verbatim in ``extra`` and written back
 item written by a Java worker survives a round trip through kcl-mp unchanged.
 
 Not every row of a lease table is a lease: KCL 3.5 keeps its coordinator state and worker
-metrics there too (``leases.rows``). ``not_a_lease`` decides, before anything is read as one.
+metrics there too (``leases.rows``), and anyone with PutItem can write any row. ``not_a_lease``
+decides, before anything is read as one, and checks every value ``from_item`` reads, so
+``from_item`` never fails on a row ``not_a_lease`` passed.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
+from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber, is_valid_sequence_number
 
 # Attribute names, as the Java KCL's DynamoDBLeaseSerializer writes them.
 LEASE_KEY = "leaseKey"
@@ -52,6 +55,22 @@ _TYPES = {
     CHILD_SHARD_IDS: "SS", STARTING_HASH_KEY: "S", ENDING_HASH_KEY: "S", CHECKPOINT_OWNER: "S",
 }
 _MODELLED = frozenset(_TYPES)
+# A lease's key is its shard's id: Kinesis names every shard "shardId-" and 12 digits. Java's
+# multi-stream keys ("<account>:<stream>:<epoch>:shardId-...") belong to a multi-stream
+# application, which kcl-mp is not; any other key names no shard of any stream.
+SHARD_ID = re.compile(r"shardId-[0-9]{12}")
+_WHOLE = {LEASE_COUNTER: 2**63 - 1, OWNER_SWITCHES: 2**63 - 1, CHECKPOINT_SUB: 2**63 - 1,
+          PENDING_CHECKPOINT_SUB: 2**63 - 1, STARTING_HASH_KEY: 2**128 - 1, ENDING_HASH_KEY: 2**128 - 1}
+
+
+KEY_SHOWN = 128  # characters of a key shown in a message: the longest ShardId Kinesis allows
+_SEQUENCE_DIGITS = 129  # Kinesis's SequenceNumber pattern: 0|([1-9]\d{0,128})
+
+
+def _not_whole(value: str, limit: int) -> bool:
+    """Not a whole number from 0 to ``limit`` (Java's long, or a 128-bit hash key), checked on
+    the text first: ``int`` of 5,000 digits is itself an error."""
+    return not (value.isascii() and value.isdigit() and len(value) <= len(str(limit)) and int(value) <= limit)
 
 
 def not_a_lease(item: Mapping[str, Mapping[str, Any]]) -> str | None:
@@ -63,13 +82,19 @@ def not_a_lease(item: Mapping[str, Mapping[str, Any]]) -> str | None:
     Java, on purpose: kcl-mp takes, renews and rewrites leases, so a row it cannot read
     exactly as a lease is left alone (and shown apart), never written over.
 
-    >>> not_a_lease({"leaseKey": {"S": "s-0"}, "leaseCounter": {"N": "4"}, "entityType": {"S": "LEASE"}})
+    >>> not_a_lease({"leaseKey": {"S": "shardId-000000000000"}, "leaseCounter": {"N": "4"},
+    ...              "entityType": {"S": "LEASE"}})
     >>> not_a_lease({"leaseKey": {"S": "Leader"}, "ownerName": {"S": "w1"}, "entityType": {"S": "LEADER"}})
     'entityType LEADER'
     >>> not_a_lease({"leaseKey": {"S": "Leader"}, "ownerName": {"S": "w1"}})
     'no leaseCounter'
-    >>> not_a_lease({"leaseKey": {"S": "s-0"}, "leaseCounter": {"N": "4"}, "leaseOwner": {"N": "7"}})
+    >>> not_a_lease({"leaseKey": {"S": "shardId-000000000000"}, "leaseCounter": {"N": "4"}, "leaseOwner": {"N": "7"}})
     'leaseOwner is N, not S'
+    >>> not_a_lease({"leaseKey": {"S": "shardId-000000000000"}, "leaseCounter": {"N": "4"},
+    ...              "checkpointSubSequenceNumber": {"N": "1.5"}})
+    "checkpointSubSequenceNumber '1.5' is not a whole number"
+    >>> not_a_lease({"leaseKey": {"S": "bogus-001"}, "leaseCounter": {"N": "4"}})
+    "leaseKey 'bogus-001' is not a shard id (shardId- and 12 digits)"
     """
     entity = item.get(ENTITY_TYPE)
     if entity is not None and dict(entity) != {"S": LEASE_ENTITY}:
@@ -83,10 +108,23 @@ def not_a_lease(item: Mapping[str, Mapping[str, Any]]) -> str | None:
         return "no leaseKey"
     if LEASE_COUNTER not in item:
         return "no leaseCounter"
-    counter = item[LEASE_COUNTER]["N"]
-    if not (counter.isascii() and counter.isdigit()):
-        return f"leaseCounter {counter!r} is not a whole number"
+    for name, limit in _WHOLE.items():
+        if name in item and _not_whole(text := next(iter(item[name].values())), limit):
+            return f"{name} {quoted(text)} is not a whole number" + (
+                f" up to {limit}" if text.isascii() and text.isdigit() else "")
+    for name in (CHECKPOINT, PENDING_CHECKPOINT):
+        text = item[name]["S"] if name in item else SHARD_END
+        if not is_valid_sequence_number(text) or len(text) > _SEQUENCE_DIGITS:
+            return f"{name} {quoted(text)} is not a sequence number"
+    key = item[LEASE_KEY]["S"]
+    if not SHARD_ID.fullmatch(key):
+        return f"leaseKey {quoted(key, KEY_SHOWN)} is not a shard id (shardId- and 12 digits)"
     return None
+
+
+def quoted(text: str, limit: int = 60) -> str:
+    """``text`` for a message about a row: quoted with its control characters escaped (``repr``), cut at ``limit``."""
+    return repr(text[:limit]) + ("..." if len(text) > limit else "")
 
 
 @dataclass(frozen=True)

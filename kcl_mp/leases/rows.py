@@ -14,18 +14,22 @@ kcl-mp leaves every such row alone (``lease.not_a_lease`` decides; the lease tab
 writes are conditioned on it too): an ``OtherRow`` keeps the item exactly as scanned, with
 a small typed view of what Java stored in it, for the report and for whatever later reads
 these rows as Java does. A row of an unknown kind, or a lease-like row kcl-mp cannot read
-exactly, has no view; its ``why`` says what it is.
+exactly, has no view; its ``why`` says what it is. A row of a known kind whose values are not
+what Java writes (a ``leaseDuration`` of "120000ms", an ``mts`` of "1.5") has no view either,
+and its ``problem`` says which value is wrong: every reader here checks each value it takes
+and raises ``RowError`` (a ValueError) naming the attribute, never KeyError or TypeError.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
-from kcl_mp.leases.lease import ENTITY_TYPE, LEASE_KEY, Lease, not_a_lease
+from kcl_mp.leases.lease import ENTITY_TYPE, KEY_SHOWN, LEASE_KEY, Lease, not_a_lease, quoted
 
 Item = Mapping[str, Mapping[str, Any]]
 
@@ -37,6 +41,10 @@ WORKER_METRIC_STATS = "WORKER_METRIC_STATS"
 LEADER_KEY = "Leader"
 MIGRATION_KEY = "Migration3.0"
 TABLE_MIGRATION_KEY = "TableMigration3.5"
+
+
+class RowError(ValueError):
+    """A row of a known kind holds a value Java would not write; the message names the attribute."""
 
 
 @dataclass(frozen=True)
@@ -105,16 +113,16 @@ class OtherRow:
     why: str  # why it is not a lease, from lease.not_a_lease
     item: Item = field(compare=False)  # exactly as scanned
     view: View | None = None  # what Java stored, when the row has the shape Java writes
+    problem: str | None = None  # why a row of a known kind has no view (RowError's message)
 
     @classmethod
     def from_item(cls, item: Item, why: str) -> OtherRow:
         key = _s(item, LEASE_KEY) or ""
         entity_type = _s(item, ENTITY_TYPE)
         try:
-            view = _view(key, entity_type, item)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            view = None  # not the shape Java writes: shown by its key and entityType only
-        return cls(key, entity_type, why, item, view)
+            return cls(key, entity_type, why, item, _view(key, entity_type, item))
+        except RowError as exc:  # not the shape Java writes: shown by its key, kind and fault
+            return cls(key, entity_type, why, item, None, str(exc))
 
     def summary(self) -> str:
         """One line for an operator.
@@ -136,6 +144,8 @@ class OtherRow:
             latest = ", ".join(f"{name} {values[-1]:g}" for name, values in sorted(view.stats.items()) if values)
             return f"worker metrics of {view.worker_id}, updated {_utc(view.updated_at_s)}" + (
                 f" ({latest})" if latest else "")
+        if self.problem is not None:
+            return f"{self.entity_type or self.key} row kcl-mp cannot read: {self.problem}"
         return f"not a lease: {self.why}"
 
 
@@ -145,6 +155,23 @@ class TableScan:
 
     leases: tuple[Lease, ...]
     others: tuple[OtherRow, ...]
+
+
+def other_rows_line(others: Sequence[OtherRow], shown: int = 5) -> str:
+    """The rows that are not leases, for one log line: their count and the first few, bounded
+    whatever the table holds (keys escaped and cut, as in every message about a row).
+
+    >>> other_rows_line([OtherRow.from_item({"leaseKey": {"S": f"bogus-{i}"}, "leaseCounter": {"N": "1"}},
+    ...                                     f"leaseKey 'bogus-{i}' is not a shard id") for i in range(7)], 2)
+    "7 rows that are not leases: 'bogus-0' (leaseKey 'bogus-0' is not a shard id), 'bogus-1' (leaseKey 'bogus-1' \
+is not a shard id) and 5 more"
+    """
+    first = ", ".join(
+        f"{quoted(row.key, KEY_SHOWN)} ({row.entity_type if row.view is not None else row.problem or row.why})"
+        for row in others[:shown])
+    more = f" and {len(others) - shown} more" if len(others) > shown else ""
+    return f"{len(others)} row{'s' if len(others) != 1 else ''} that {'are' if len(others) != 1 else 'is'} " \
+           f"not {'leases' if len(others) != 1 else 'a lease'}: {first}{more}"
 
 
 def read_items(items: Iterable[Item]) -> TableScan:
@@ -164,8 +191,7 @@ def _view(key: str, entity_type: str | None, item: Item) -> View | None:
     """Java's reading of the row (CoordinatorStateDAODelegate falls back on the
     well-known keys for a state row without entityType)."""
     if entity_type == LEADER or (entity_type is None and key == LEADER_KEY and "ownerName" in item):
-        return LeaderLock(item["ownerName"]["S"], int(item["leaseDuration"]["S"]),
-                          item["recordVersionNumber"]["S"], _s(item, "isReleased") == "1")
+        return leader_view(item)
     if entity_type == CLIENT_VERSION_MIGRATION or (entity_type is None and key == MIGRATION_KEY):
         return state_view(item, "cv")
     if entity_type == TABLE_MIGRATION or (entity_type is None and key == TABLE_MIGRATION_KEY):
@@ -173,21 +199,45 @@ def _view(key: str, entity_type: str | None, item: Item) -> View | None:
     if entity_type == WORKER_METRIC_STATS:
         return WorkerMetrics(
             worker_id=key,
-            updated_at_s=int(item["lut"]["N"]),
-            stats={name: tuple(float(v["N"]) for v in values["L"]) for name, values in _m(item, "sts").items()},
-            operating_range={name: tuple(int(v["N"]) for v in values["L"])
-                             for name, values in _m(item, "opr").items()},
-            support_code=int(item["sup"]["N"]) if "sup" in item else None,
-            support_updated_s=int(item["slu"]["N"]) if "slu" in item else None,
+            updated_at_s=_whole(item.get("lut"), "lut"),
+            stats={name: tuple(_number(v, f"sts.{name}") for v in _list(values, f"sts.{name}"))
+                   for name, values in _map(item, "sts").items()},
+            operating_range={name: tuple(_whole(v, f"opr.{name}") for v in _list(values, f"opr.{name}"))
+                             for name, values in _map(item, "opr").items()},
+            support_code=_whole(item["sup"], "sup") if "sup" in item else None,
+            support_updated_s=_whole(item["slu"], "slu") if "slu" in item else None,
         )
     return None
 
 
+def leader_view(item: Item) -> LeaderLock:
+    """The lock item as the lock client reads it: ``leaseDuration`` a whole number of ms as a string.
+
+    >>> try:
+    ...     leader_view({"ownerName": {"S": "w1"}, "leaseDuration": {"S": "2m"}, "recordVersionNumber": {"S": "r"}})
+    ... except RowError as exc:
+    ...     print(exc)
+    leaseDuration '2m' is not a whole number
+    """
+    duration = _string(item.get("leaseDuration"), "leaseDuration")
+    if not (duration.isascii() and duration.isdigit() and len(duration) <= 18):
+        raise RowError(f"leaseDuration {quoted(duration)} is not a whole number")
+    return LeaderLock(_string(item.get("ownerName"), "ownerName"), int(duration),
+                      _string(item.get("recordVersionNumber"), "recordVersionNumber"), _s(item, "isReleased") == "1")
+
+
 def state_view(item: Item, name: str) -> CoordinatorState:
     """A state row (Migration3.0: ``cv``, TableMigration3.5: ``tm``) as Java's MigrationState reads it."""
-    history = tuple(StateChange(entry["M"][name]["S"], entry["M"]["mb"]["S"], int(entry["M"]["mts"]["N"]))
-                    for entry in item.get("h", {}).get("L", ()))
-    return CoordinatorState(item[name]["S"], item["mb"]["S"], int(item["mts"]["N"]), history)
+    history = []
+    for index, entry in enumerate(_list(item.get("h", {"L": []}), "h")):
+        change = entry.get("M") if isinstance(entry, Mapping) else None
+        if not isinstance(change, Mapping):
+            raise RowError(f"h[{index}] is not a map")
+        history.append(StateChange(_string(change.get(name), f"h[{index}].{name}"),
+                                   _string(change.get("mb"), f"h[{index}].mb"),
+                                   _whole(change.get("mts"), f"h[{index}].mts")))
+    return CoordinatorState(_string(item.get(name), name), _string(item.get("mb"), "mb"),
+                            _whole(item.get("mts"), "mts"), tuple(history))
 
 
 def _s(item: Item, name: str) -> str | None:
@@ -195,12 +245,60 @@ def _s(item: Item, name: str) -> str | None:
     return value.get("S") if isinstance(value, Mapping) else None
 
 
-def _m(item: Item, name: str) -> Mapping[str, Any]:
-    return item[name]["M"] if name in item else {}
+def _typed(value: Any, kind: str, label: str) -> Any:
+    if not isinstance(value, Mapping) or kind not in value:
+        raise RowError(f"{label} is {'missing' if value is None else 'not ' + kind}")
+    return value[kind]
+
+
+def _string(value: Any, label: str) -> str:
+    text = _typed(value, "S", label)
+    if not isinstance(text, str):
+        raise RowError(f"{label} is not a string")
+    return text
+
+
+def _whole(value: Any, label: str) -> int:
+    """A whole number within Java's long (a 5,000-digit text is refused before ``int`` sees it)."""
+    text = _typed(value, "N", label)
+    digits = text.removeprefix("-") if isinstance(text, str) else ""
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 19 and -(2**63) <= int(text) < 2**63):
+        raise RowError(f"{label} {quoted(str(text))} is not a whole number")
+    return int(text)
+
+
+def _number(value: Any, label: str) -> float:
+    text = value.get("N") if isinstance(value, Mapping) else None
+    try:
+        number = float(text) if isinstance(text, str) and len(text) <= 64 else float("nan")
+    except ValueError:
+        number = float("nan")
+    if not math.isfinite(number):
+        raise RowError(f"{label} holds {quoted(str(text))}, not a number")
+    return number
+
+
+def _list(value: Any, label: str) -> list[Any]:
+    items = value.get("L") if isinstance(value, Mapping) else None
+    if not isinstance(items, list):
+        raise RowError(f"{label} is not a list")
+    return items
+
+
+def _map(item: Item, name: str) -> Mapping[str, Any]:
+    if name not in item:
+        return {}
+    value = item[name].get("M") if isinstance(item[name], Mapping) else None
+    if not isinstance(value, Mapping):
+        raise RowError(f"{name} is not a map")
+    return value
 
 
 def _utc(epoch_s: float) -> str:
-    return datetime.fromtimestamp(epoch_s, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        return datetime.fromtimestamp(epoch_s, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, ValueError, OSError):  # a whole number, but no date: shown as stored
+        return f"{epoch_s:g} s since 1970"
 
 
 def java_double(value: float) -> str:

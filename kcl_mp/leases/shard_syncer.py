@@ -140,7 +140,8 @@ class ShardSyncer:
                 continue
             self.view.last_seen.pop(key, None)
             if deleted:
-                self.log.info("deleted lease %s: its shard is finished and its children are being processed", key)
+                self.log.info("deleted lease %s: its shard is finished and its children are being processed (or "
+                              "it is gone from the stream)", key)
 
     def _create(self, leases: Iterable[Lease]) -> int:
         """Create each lease unless it exists; how many this call created."""
@@ -172,26 +173,30 @@ class ShardSyncer:
         return summary["StreamDescriptionSummary"]["StreamARN"]
 
     def list_shards(self, shard_filter: Mapping[str, Any] | None = None) -> list[Shard]:
-        """Every page of ListShards. An expired NextToken restarts the listing (bounded)."""
-        first: dict[str, Any] = {"StreamName": self.config.stream_name, "MaxResults": LIST_SHARDS_PAGE}
-        if shard_filter:
-            first["ShardFilter"] = dict(shard_filter)
-        for _ in range(3):
-            shards: list[Shard] = []
-            kwargs = first
-            for _ in range(10_000):  # bounded paging
-                try:
-                    page = self.kinesis.list_shards(**kwargs)
-                except AWS_ERRORS as exc:
-                    if error_code(exc) == "ExpiredNextTokenException":
-                        break
-                    raise translate(exc, f"ListShards on {self.config.stream_name}") from exc
-                shards.extend(Shard.from_api(s) for s in page.get("Shards", ()))
-                token = page.get("NextToken")
-                if not token:
-                    return shards
-                kwargs = {"NextToken": token, "MaxResults": LIST_SHARDS_PAGE}
-        raise DependencyError(f"ListShards on {self.config.stream_name}: the NextToken kept expiring")
+        return list_shards(self.kinesis, self.config.stream_name, shard_filter)
+
+
+def list_shards(kinesis: Any, stream_name: str, shard_filter: Mapping[str, Any] | None = None) -> list[Shard]:
+    """Every page of ListShards. An expired NextToken restarts the listing (bounded)."""
+    first: dict[str, Any] = {"StreamName": stream_name, "MaxResults": LIST_SHARDS_PAGE}
+    if shard_filter:
+        first["ShardFilter"] = dict(shard_filter)
+    for _ in range(3):
+        shards: list[Shard] = []
+        kwargs = first
+        for _ in range(10_000):  # bounded paging
+            try:
+                page = kinesis.list_shards(**kwargs)
+            except AWS_ERRORS as exc:
+                if error_code(exc) == "ExpiredNextTokenException":
+                    break
+                raise translate(exc, f"ListShards on {stream_name}") from exc
+            shards.extend(Shard.from_api(s) for s in page.get("Shards", ()))
+            token = page.get("NextToken")
+            if not token:
+                return shards
+            kwargs = {"NextToken": token, "MaxResults": LIST_SHARDS_PAGE}
+    raise DependencyError(f"ListShards on {stream_name}: the NextToken kept expiring")
 
 
 def _shard_filter(initial: InitialPosition) -> dict[str, Any]:

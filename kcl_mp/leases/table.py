@@ -52,7 +52,8 @@ stays. A checkpoint does not bump
 ``leaseCounter``: only the supervisor's renewals do, so the shard worker (another process)
 never races its own supervisor; fencing comes from the owner condition instead.
 
-A lost race (ConditionalCheckFailed) is a ``None``/``False`` result, not an exception, and a
+A lost race (ConditionalCheckFailed) is a ``None``/``False`` result (so is a write whose
+returned row is no longer a lease: someone edited a value meanwhile), not an exception, and a
 checkpoint not stored is an ``errors.CheckpointOutcome`` (the shard worker's processor gets
 its Java name from ``multilang.wire``); every other failure is translated to
 ``errors.DependencyError``.
@@ -83,7 +84,7 @@ from kcl_mp.leases.lease import (
     Lease,
     not_a_lease,
 )
-from kcl_mp.leases.rows import TableScan, read_items
+from kcl_mp.leases.rows import OtherRow, TableScan, read_items
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 
 OWNER_INDEX = "LeaseOwnerToLeaseKeyIndex"
@@ -104,6 +105,7 @@ class LeaseTable:
     def __init__(self, client: Any, table_name: str):
         self.client = client
         self.name = table_name
+        self.others: tuple[OtherRow, ...] = ()
 
     # -- the table itself ------------------------------------------------------------
 
@@ -172,8 +174,11 @@ class LeaseTable:
     # -- reads -----------------------------------------------------------------------
 
     def scan(self) -> TableScan:
-        """Every row: the leases, and apart from them the rows that are not leases."""
-        return read_items(self._items())
+        """Every row: the leases, and apart from them the rows that are not leases (the last
+        scan's are kept in ``others``: the supervisor counts and reports them)."""
+        found = read_items(self._items())
+        self.others = found.others
+        return found
 
     def list_leases(self) -> list[Lease]:
         return list(self.scan().leases)
@@ -384,4 +389,7 @@ class LeaseTable:
             if is_conditional_failure(exc):
                 return None
             raise translate(exc, what) from exc
-        return Lease.from_item(response["Attributes"])
+        # Written, but the row now holds a value no lease may (someone edited it meanwhile): it is
+        # no lease of ours any more, as the next scan will show it apart.
+        item = response["Attributes"]
+        return None if not_a_lease(item) else Lease.from_item(item)

@@ -49,6 +49,7 @@ from kcl_mp.leases.rows import (
     TABLE_MIGRATION,
     TABLE_MIGRATION_KEY,
     CoordinatorState,
+    RowError,
     WorkerMetrics,
     state_view,
 )
@@ -88,8 +89,8 @@ class TableMigrator:
         self.stored = self._stored() if exists else None
         stored = self.stored.value if self.stored is not None else None
         if stored is None:  # the lease table's copy (written with COMPLETE) or a new 3.5 fleet's state
-            row = self._get(self.lease, TABLE_MIGRATION_KEY)
-            if row is not None and "tm" in row and state_view(row, "tm").value == tm.COMPLETE:
+            copy = self._read(self.lease, TABLE_MIGRATION_KEY)
+            if copy is not None and copy.value == tm.COMPLETE:
                 stored = tm.COMPLETE
         has_state = not exists and self._get(self.lease, MIGRATION_KEY) is not None
         try:
@@ -261,12 +262,16 @@ class TableMigrator:
                 if "key" in item and item["key"].get("S") not in tm.NOT_MOVED}
 
     def _stored(self) -> CoordinatorState | None:
-        item = self._get(self.own, TABLE_MIGRATION_KEY)
+        return self._read(self.own, TABLE_MIGRATION_KEY)
+
+    def _read(self, tables: StateTables, key: str) -> CoordinatorState | None:
+        """The status row ``key`` in ``tables``; None when absent or unreadable."""
+        item = self._get(tables, key)
         if item is None or "tm" not in item:
             return None
         try:
             return state_view(item, "tm")
-        except (KeyError, TypeError, ValueError):
+        except RowError:
             return None  # Java: "Unable to deserialize state", read as absent
 
     def _get(self, tables: StateTables, key: str) -> dict[str, Any] | None:

@@ -94,6 +94,10 @@ CATALOGUE: dict[str, Spec] = {
                          "KCL 3.x fleet: this worker became or stopped being the leader"),
     "loop_lag": _s("Supervisor", "LoopLag", "Milliseconds", "DETAILED", "gauge", "", "kclmp_loop_lag_seconds",
                    "how late the supervisor loop ran a due renewal"),
+    "loop_step_errors": _s("Supervisor", "LoopStepErrors", "Count", "SUMMARY", "counter", "",
+                           "kclmp_loop_step_errors", "loop steps that failed unexpectedly (each logged with its step)"),
+    "rows_not_leases": _s("TakeLeases", "RowsNotLeases", "Count", "SUMMARY", "gauge", "", "kclmp_rows_not_leases",
+                          "rows of the lease table that are not leases (left alone; `kcl-mp leases` shows why)"),
     "pool_process_exits": _s("Supervisor", "PoolProcessExits", "Count", "SUMMARY", "counter", "",
                              "kclmp_pool_process_exits", "pool processes that died; each cost its shards a restart"),
     # per lease

@@ -30,7 +30,7 @@ from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
 from kcl_mp.config import Config
 from kcl_mp.errors import ConfigError, DependencyError
 from kcl_mp.logs import ShardLog
-from kcl_mp.retrieval.polling import Fetcher, ShardEnded
+from kcl_mp.retrieval.polling import Fetcher, Positioned, ShardEnded
 
 CONSUMER_WAIT_S = 120.0  # a consumer is ACTIVE within seconds; AWS allows itself a few
 _IN_USE = "ResourceInUseException"
@@ -112,6 +112,7 @@ class FanOutFetcher(Fetcher):
                 if not isinstance(exc, AWS_ERRORS):
                     raise
                 error = translate(exc, f"SubscribeToShard on {self.shard_id}")
+                self._check_gone(exc)
                 if not error.retriable:
                     raise error from exc
                 delay = self.backoff.next_delay(attempt, self.rng)
@@ -137,6 +138,8 @@ class FanOutFetcher(Fetcher):
         self.subscriptions += 1
         self._stream = stream = response["EventStream"]
         try:
+            if self.subscriptions == 1 and not self._put(Positioned()):
+                return True
             for event in stream:
                 if self._stop.is_set():
                     return True

@@ -5,9 +5,18 @@ latency overlaps processing without unbounded memory. It owns the shard iterator
 recovers by itself from expired iterators (re-positioned after the last record read),
 throttling and transient errors (backoff). What it hands over, in order:
 
+    Positioned()                           the first iterator was obtained: the shard
+                                           exists, its processor may start
     Fetched(batch, millis_behind_latest)   records to deliver (maybe empty, see config)
     ShardEnded(children)                   the shard is closed and fully read; its
                                            ChildShards, as the last GetRecords gave them
+    ShardEnded((), gone=True)              GetShardIterator said ResourceNotFound and
+                                           ListShards does not list the shard: it aged out
+                                           of the stream (or never was in it). Java takes the
+                                           error alone as the shard's end
+                                           (KinesisDataFetcher.advanceIteratorTo); kcl-mp
+                                           first confirms it, so a throttled or half-created
+                                           stream never ends a live shard
     FetchFailed(error)                     a non-retriable error; the fetcher has stopped
 
 Starting position (the lease's checkpoint): TRIM_HORIZON, LATEST, AT_TIMESTAMP map to
@@ -32,6 +41,7 @@ from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
 from kcl_mp.backoff import Backoff
 from kcl_mp.config import InitialPosition, RetrievalSettings
 from kcl_mp.errors import DependencyError, KclMpError
+from kcl_mp.leases.shard_syncer import list_shards
 from kcl_mp.retrieval.deaggregate import UserRecord, data_bytes, user_records
 from kcl_mp.sequence import AT_TIMESTAMP, LATEST, SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 
@@ -45,8 +55,14 @@ class Fetched:
 
 
 @dataclass(frozen=True)
+class Positioned:
+    """The first shard iterator (or subscription) was obtained."""
+
+
+@dataclass(frozen=True)
 class ShardEnded:
     children: tuple[dict, ...] = ()  # the ChildShards of the last GetRecords (empty if not given)
+    gone: bool = False  # not in the stream any more (ResourceNotFound, confirmed by ListShards)
 
 
 @dataclass(frozen=True)
@@ -54,10 +70,15 @@ class FetchFailed:
     error: KclMpError
 
 
-FetchResult = Fetched | ShardEnded | FetchFailed
+FetchResult = Positioned | Fetched | ShardEnded | FetchFailed
 Encoder = Callable[[list[UserRecord], "int | None"], Any]
 
 _EXPIRED = frozenset({"ExpiredIteratorException"})
+_NOT_FOUND = "ResourceNotFoundException"
+
+
+class _Gone(Exception):
+    """The shard is not in the stream (confirmed): the fetcher hands over its end."""
 FETCH_BACKOFF = Backoff(base_s=0.2, cap_s=10.0)  # frozen: one shared default
 
 
@@ -116,6 +137,8 @@ class Fetcher:
     def _run(self) -> None:
         try:
             self._poll()
+        except _Gone:
+            self._put(ShardEnded(gone=True))
         except KclMpError as exc:
             self._put(FetchFailed(exc))
         except Exception as exc:  # a bug must not leave the worker waiting forever
@@ -147,8 +170,19 @@ class Fetcher:
             return self._put(Fetched(self.encode(users, behind), len(users), behind, data_bytes(users)))
         return True
 
+    def _check_gone(self, exc: BaseException) -> None:
+        """Raise ``_Gone`` when ``exc`` is ResourceNotFound and ListShards confirms that the
+        shard is not in the stream; a listing that fails raises its own error."""
+        if error_code(exc) == _NOT_FOUND and self.shard_id not in {
+                shard.shard_id for shard in list_shards(self.kinesis, self.stream_name)}:
+            self.log.warning("shard %s is not in stream %s (%s, and ListShards does not list it): its end",
+                             self.shard_id, self.stream_name, _NOT_FOUND)
+            raise _Gone() from exc
+
     def _poll(self) -> None:
         iterator = self._iterator()
+        if not self._put(Positioned()):
+            return
         idle_s = self.settings.idle_time_between_reads_ms / 1000.0
         threshold = self.settings.millis_behind_latest_threshold_for_reduced_tps_ms
         attempt = 0
@@ -220,6 +254,7 @@ class Fetcher:
                 return self.kinesis.get_shard_iterator(**kwargs)["ShardIterator"]
             except AWS_ERRORS as exc:
                 error = translate(exc, f"GetShardIterator on {self.shard_id}")
+                self._check_gone(exc)
                 if not error.retriable:
                     raise error from exc
                 delay = self.backoff.next_delay(attempt, self.rng)

@@ -38,6 +38,13 @@ leases as soon as it reads them (then scans, so they are taken at once). A host 
 in between leaves a finished lease whose children have no lease: the next audits of any host
 list the shards and create them (``shard_sync`` rule 3).
 
+Each step runs through ``steps``: an unexpected exception is logged with the step's name and
+its traceback, counted, and the loop goes on; a step failing five turns in a row stops the
+host gracefully with exit status 70 (EXIT_INTERNAL), and a failure of the stop itself still
+ends the pool processes (which would otherwise keep the exit waiting on their pipes) and
+exits 70. The rows of the lease table that are not leases are counted every scan and logged,
+bounded, when they change.
+
 Signal handlers only queue the signal. SIGTERM/SIGINT start the graceful stop: every
 shard's processor gets shutdownRequested and may checkpoint while the supervisor keeps
 renewing; then the leases are released (so another host takes them at once), the
@@ -55,17 +62,19 @@ import random
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import orjson
 from multiprocess.connection import wait as wait_for
 
 from kcl_mp.aws.clients import client as aws_client
 from kcl_mp.config import Config
-from kcl_mp.errors import EXIT_CONFIG, EXIT_OK, EXIT_PROCESSOR, EXIT_START
+from kcl_mp.errors import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_PROCESSOR, EXIT_START
 from kcl_mp.leases.coordinator import LeaseCoordinator, Renewal
 from kcl_mp.leases.renewer import renewal_table
+from kcl_mp.leases.rows import OtherRow, other_rows_line
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
 from kcl_mp.metrics import link
@@ -79,6 +88,7 @@ from kcl_mp.supervisor.restart_policy import Action
 from kcl_mp.supervisor.shards import Shards, Worker
 from kcl_mp.supervisor.signals import SignalQueue, StartupInterrupted
 from kcl_mp.supervisor.starts import Restart, Starts
+from kcl_mp.supervisor.steps import MAX_FAILURES, Steps
 from kcl_mp.worker import channel
 
 USAGE_LOG_S = 60.0  # how often the processors' CPU and memory are logged
@@ -110,6 +120,8 @@ class Supervisor:
         self.starts = Starts(self.config.lease.failover_time_ms / 1000.0, self.log)
         self.restarts = self.starts.restarts  # key -> Restart: shards waiting to be restarted
         self.counters: Counter[str] = Counter()  # events an operator should see (the metrics issue publishes them)
+        self.steps = Steps(self.log, self.metrics, self.counters)
+        self.other_rows: frozenset[str] = frozenset()  # keys of the rows not leases, as last logged
         self.due: dict[str, float] = {}
         self.sync_failures = 0
         self.signals = SignalQueue()
@@ -131,8 +143,23 @@ class Supervisor:
             self.signals.starting = False  # a signal now only queues: it must not cut the stop below short
             self._stop_metrics()  # left running, it would keep this process from exiting (it waits on the pipe)
             raise
+        try:
+            self._loop()
+            return self.shutdown()
+        except Exception:  # a bug outside any step (the stop itself): end what runs, never hang
+            self.log.critical("the supervisor failed; ending its pool processes and exiting with status %d",
+                              EXIT_INTERNAL, exc_info=True)
+            self._end_pools()
+            return EXIT_INTERNAL
+        except BaseException:
+            self._end_pools()
+            raise
+
+    def _loop(self) -> None:
+        """Until a signal, or a step that keeps failing (``steps``), run what is due."""
         lease_settings = self.config.lease
         due = self.due
+        step = self.steps.run
         while not self.stopping:
             now = self.clock()
             wake = min(due["renew"], due["scan"], due["sync"], due["parents"], now + 1.0)
@@ -140,7 +167,7 @@ class Supervisor:
                 wake = min(wake, due["progress"])
             if self.starts.more:
                 wake = now
-            self.wait(max(0.0, wake - now))
+            step("read", partial(self.wait, max(0.0, wake - now)))
             self.handle_signals()
             if self.stopping:
                 break
@@ -148,34 +175,59 @@ class Supervisor:
             if now >= due["renew"]:
                 self.loop_lag_s = now - due["renew"]
                 self.metrics.add("loop_lag", self.loop_lag_s)
-                renewal = self.leases.renew()
-                self.handle_renewal(renewal)
+                step("renew", partial(self.renew, now))
                 due["renew"] = now + lease_settings.renew_interval_s
-                if renewal.became_leader:  # its first round now, not a scan interval later
-                    due["scan"] = now
             if now >= due["scan"]:
-                self.leases.scan()
+                step("scan", self.leases.scan)
+                self.note_other_rows(self.table.others)
                 due["scan"] = self.clock() + self.leases.scan_interval_s()
             if now >= due["sync"] and not self.leases.runs_shard_sync():  # a 3.x follower: the leader syncs
                 due["sync"] = now + lease_settings.shard_sync_interval_ms / 1000.0
             elif now >= due["sync"]:
-                self._after_sync(self.leases.sync.audit(), self.clock())
+                due["sync"] = now + lease_settings.shard_sync_interval_ms / 1000.0  # unless the audit sets it
+                step("sync", lambda: self._after_sync(self.leases.sync.audit(), self.clock()))
             if now >= due["parents"]:
-                self.leases.sync.poll_parents(sorted({p for parents in self.starts.waiting.values() for p in parents}))
+                step("parents", lambda: self.leases.sync.poll_parents(
+                    sorted({p for parents in self.starts.waiting.values() for p in parents})))
                 due["parents"] = now + lease_settings.parent_shard_poll_interval_ms / 1000.0
             if now >= due["usage"]:
-                self.log_usage()
+                step("usage", self.log_usage)
                 due["usage"] = now + USAGE_LOG_S
             if self.metrics_link is not None and self.clock() >= due["metrics"]:  # at once after a long round
-                self.ship_metrics()
+                step("metrics", self.ship_metrics)
                 due["metrics"] = now + METRICS_EVERY_S
-            self.fence_workers()
-            self.reap_workers()
-            self.spawn_workers()
+            step("fence", self.fence_workers)
+            step("reap", self.reap_workers)
+            step("spawn", self.spawn_workers)
             if self.progress_every_s and now >= due["progress"]:
-                self.show_progress()
+                step("progress", self.show_progress)
                 due["progress"] = now + self.progress_every_s
-        return self.shutdown()
+            if (failed := self.steps.failed) is not None and not self.stopping:
+                self.log.error("loop step %s failed %d turns in a row: stopping (exit status %d)", failed,
+                               MAX_FAILURES, EXIT_INTERNAL)
+                self.exit_code = EXIT_INTERNAL
+                self.stopping = True
+
+    def note_other_rows(self, others: Sequence[OtherRow]) -> None:
+        """Count the rows of the lease table that are not leases; log them (bounded) when they change."""
+        self.metrics.add("rows_not_leases", len(others))
+        keys = frozenset(row.key for row in others)
+        if keys == self.other_rows:
+            return
+        self.other_rows = keys
+        if others:
+            unreadable = any(row.view is None for row in others)
+            (self.log.warning if unreadable else self.log.info)(
+                "lease table %s also holds %s, left alone", self.config.lease.table_name, other_rows_line(others))
+
+    def _end_pools(self) -> None:
+        """The way out when the stop itself failed: every pool process ended (its pipe closed,
+        then SIGTERM, SIGKILL), the process groups of killed ones stopped, the metrics process too."""
+        try:
+            for killed in self.shards.pools.stop(5.0):
+                self.shards.pools.stop_groups(killed, set(killed.groups))
+        finally:
+            self._stop_metrics()
 
     def _start_up(self) -> None:
         """Everything before the loop, in an order that writes nothing for a stream that
@@ -200,10 +252,7 @@ class Supervisor:
             self.consumer_arn = fanout.consumer_arn(self.config, stream_arn, self.leases.kinesis, self.log)
         found = self.table.scan()
         leases = list(found.leases)
-        if found.others:
-            self.log.info("lease table %s also holds %d rows that are not leases, left alone: %s",
-                          lease_settings.table_name, len(found.others),
-                          ", ".join(f"{row.key} ({row.entity_type or row.why})" for row in found.others))
+        self.note_other_rows(found.others)
         self.leases.last_seen = {lease.key: lease for lease in leases}
         sync_interval_s = lease_settings.shard_sync_interval_ms / 1000.0
         now = self.clock()
@@ -272,6 +321,13 @@ class Supervisor:
                 self.quick = True
 
     # -- leases -----------------------------------------------------------------------
+
+    def renew(self, now: float) -> None:
+        """The renew step: one round, its results carried out."""
+        renewal = self.leases.renew()
+        self.handle_renewal(renewal)
+        if renewal.became_leader:  # its first round now, not a scan interval later
+            self.due["scan"] = now
 
     def handle_renewal(self, renewal: Renewal) -> None:
         for key in renewal.lost:

@@ -16,6 +16,11 @@ KinesisClientLibDependencyException, which it may retry. A supervisor that is st
 starved therefore stops its shards' deliveries and checkpoints before another host may
 take their leases, and a host that was stopped as a whole delivers nothing on waking.
 
+The processor starts only once the fetcher has its first shard iterator (``Positioned``): a
+lease whose shard is not in the stream (ResourceNotFound, confirmed by ListShards) never
+starts one; its lease is checkpointed at SHARD_END here, as Java ends such a shard, and the
+shard sync deletes it.
+
 Its result is the code of ``channel.ShardExited``: EXIT_OK done (lease lost, shutdown,
 shard end); EXIT_PROCESSOR when the child broke the protocol (restart with backoff);
 EXIT_DEPENDENCY when AWS kept failing; EXIT_START when the executable cannot be started at
@@ -49,8 +54,8 @@ from kcl_mp.metrics.catalogue import Recorder, encode_samples
 from kcl_mp.multilang.child import ProcessorChild
 from kcl_mp.multilang.wire import make_batch
 from kcl_mp.retrieval.fanout import FanOutFetcher
-from kcl_mp.retrieval.polling import Fetched, Fetcher, FetchFailed, ShardEnded
-from kcl_mp.sequence import ExtendedSequenceNumber
+from kcl_mp.retrieval.polling import Fetched, Fetcher, FetchFailed, FetchResult, ShardEnded
+from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 from kcl_mp.worker import channel
 from kcl_mp.worker.usage import MB, Tracker, Watch
 
@@ -144,6 +149,16 @@ class ShardWorker:
         try:
             if not self._await_start():
                 return EXIT_OK
+            fetcher.start()
+            first = self._await_position(fetcher)
+            if first is None:
+                return EXIT_OK
+            if isinstance(first, FetchFailed):
+                raise first.error
+            if isinstance(first, ShardEnded):  # gone from the stream: nothing to deliver, no processor
+                return self._shard_gone()
+            if not self._await_start():  # the iterator may have taken retries: the hold is fresh again first
+                return EXIT_OK
             child.start()
             self.log.info("processor started: %s (pid %s) from checkpoint %s",
                           " ".join(config.processor.command), child.pid, self.start.checkpoint)
@@ -151,7 +166,6 @@ class ShardWorker:
             self.send(channel.ProcessorStarted(shard_id, child.pid, child.started or 0))
             watch = self.shared.tracker.watch(shard_id, child.pid, child.started, limit_mb * MB)
             child.initialize(self.start.checkpoint)
-            fetcher.start()
             return self._loop(child, fetcher)
         except ProcessorStartError as exc:
             self.log.error("cannot start the processor: %s", exc)
@@ -173,8 +187,8 @@ class ShardWorker:
         finally:
             self.shared.tracker.forget(shard_id)
             fetcher.stop()
-            code = child.close(grace_s)
-            self.log.info("processor exited with status %s", code)
+            if child.pid is not None:
+                self.log.info("processor exited with status %s", child.close(grace_s))
             self._progress(child, force=True)  # the last figures
 
     def _loop(self, child: ProcessorChild, fetcher: Fetcher) -> int:
@@ -250,6 +264,38 @@ class ShardWorker:
                 self.log.info("shard %s: not starting its processor (the lease was %s before a renewal came)",
                               self.shard_id, "lost" if command == LEASE_LOST else "given up")
                 return False
+
+    def _await_position(self, fetcher: Fetcher) -> FetchResult | None:
+        """The fetcher's first result: Positioned (the processor may start), the shard's end
+        because it is gone, or a failure; None when the lease was lost or given up first."""
+        while True:
+            command = self._control(0.0)
+            if command == SHUTDOWN:  # nothing was started: nothing to checkpoint
+                self.send(channel.ShutdownReady(self.shard_id, str(self.start.checkpoint)))
+            if command in (SHUTDOWN, LEASE_LOST):
+                self.log.info("shard %s: not starting its processor (the lease was %s before its shard iterator "
+                              "came)", self.shard_id, "lost" if command == LEASE_LOST else "given up")
+                return None
+            first = fetcher.next(timeout=0.25)
+            if first is not None:
+                return first
+
+    def _shard_gone(self) -> int:
+        """The shard is not in the stream: its lease ends at SHARD_END as Java ends it, and no
+        processor is started for it. The supervisor then syncs shards, which deletes the lease
+        (``shard_sync.plan_cleanup``: finished, no child known, not listed)."""
+        refused = self._hold_for_checkpoint()
+        error = refused if refused is not None else self.shared.table.checkpoint(
+            self.shard_id, self.config.worker_id, ExtendedSequenceNumber(SHARD_END))
+        if error is None:
+            self.log.info("shard %s: lease checkpointed at SHARD_END without a processor (not in the stream)",
+                          self.shard_id)
+        else:
+            self.log.warning("shard %s: SHARD_END not written (%s); the next start tries again", self.shard_id,
+                             error.value)
+        self.send(channel.Children(self.shard_id, ()))
+        self.send(channel.ShardEnd(self.shard_id, error is None))
+        return EXIT_OK
 
     def _hold_for_checkpoint(self) -> CheckpointOutcome | None:
         """None when a checkpoint may be written now (at once, or once a renewal came); else

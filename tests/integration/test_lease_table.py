@@ -89,14 +89,14 @@ def test_writes_preserve_attributes_written_by_java(table, dynamodb):
 
 
 def test_only_a_finished_lease_is_deleted_and_children_are_recorded(table):
-    table.create_if_absent(fresh("shardId-a"))
-    lease = table.take(table.get("shardId-a"), "w1")
+    table.create_if_absent(fresh("shardId-000000000010"))
+    lease = table.take(table.get("shardId-000000000010"), "w1")
     assert table.delete_finished(lease.key) is False  # still processing
-    assert table.add_child_shards(lease.key, ["shardId-c"]) and table.add_child_shards(lease.key, ["shardId-b"])
+    assert table.add_child_shards(lease.key, ["shardId-000000000012"]) and table.add_child_shards(lease.key, ["shardId-000000000011"])
     assert table.checkpoint(lease.key, "w1", ExtendedSequenceNumber("SHARD_END")) is None
-    assert table.get(lease.key).child_shard_ids == ("shardId-b", "shardId-c")
+    assert table.get(lease.key).child_shard_ids == ("shardId-000000000011", "shardId-000000000012")
     assert table.delete_finished(lease.key) is True
-    assert table.get("shardId-a") is None
+    assert table.get("shardId-000000000010") is None
     assert table.delete_finished(lease.key) is False and table.add_child_shards(lease.key, ["x"]) is False
 
 

@@ -77,9 +77,36 @@ def test_rows_that_are_not_leases_are_listed_apart_and_never_counted():
         ("Leader", "LEADER"), ("Migration3.0", "CLIENT_VERSION_MIGRATION"),
         ("TableMigration3.5", "TABLE_MIGRATION"), ("java-worker-1", "WORKER_METRIC_STATS")]
     assert asdict(shown)["others"][0] == {"key": "Leader", "entity_type": "LEADER",
-                                          "summary": "leader lock held by java-worker-1 (leaseDuration 120000 ms)"}
+                                          "summary": "leader lock held by java-worker-1 (leaseDuration 120000 ms)",
+                                          "why": "entityType LEADER"}
     text = render(shown)
     assert "2 leases (2 active, 0 finished) on 2 workers" in text
     head, apart = text.split("4 rows that are not leases (left alone):\n")
     assert "Leader" not in head and "Migration3.0" not in head
     assert "client version CLIENT_VERSION_3X" in apart and "TABLE_MIGRATION_STATUS_COMPLETE" in apart
+
+
+def test_a_row_kcl_mp_cannot_read_is_listed_apart_with_its_reason_and_escaped() -> None:
+    """Security review #1 and #7: the row that used to crash `kcl-mp leases` is shown with its
+    fault, and neither a key nor an owner can write a control character to the terminal."""
+    from kcl_mp.leases.rows import read_items
+
+    forged = "shardId-000000000777\n2026-11-25T15:00:00.000 ERROR   worker=host shard=- forged\x1b]0;pwned\x07"
+    found = read_items([
+        {"leaseKey": {"S": "shardId-000000000099"}, "leaseCounter": {"N": "1"},
+         "checkpoint": {"S": "TRIM_HORIZON"}, "checkpointSubSequenceNumber": {"N": "1.5"}},
+        {"leaseKey": {"S": forged}, "leaseCounter": {"N": "1"}},
+        Lease("shardId-000000000001", "owner\x1b[8mhidden", 3).to_item(),
+    ])
+    shown = summarize("app", found.leases, found.leases, 0.0, 10.0, found.others)
+    assert [row.why for row in shown.others] == [
+        "checkpointSubSequenceNumber '1.5' is not a whole number",
+        f"leaseKey {forged!r} is not a shard id (shardId- and 12 digits)"]
+    text = render(shown)
+    assert "\x1b" not in text and "\x07" not in text
+    # no line forged: header, worker heading and row, counts, lease heading and row, the line
+    # announcing the rows apart, their heading and their two rows
+    assert len(text.splitlines()) == 10
+    assert "owner\\x1b[8mhidden" in text
+    assert "not a lease: checkpointSubSequenceNumber '1.5' is not a whole number" in text
+    assert "shardId-000000000777\\n2026-11-25T15:00:00.000 ERROR" in text

@@ -35,7 +35,7 @@ def _with(item, **changes):
 CASES = [
     ("a 3.x lease: no entityType", LEASE_3_1, None),
     ("a 3.5 lease: entityType LEASE", JAVA["lease"], None),
-    ("a lease kcl-mp creates", Lease("s-0", checkpoint=ExtendedSequenceNumber("TRIM_HORIZON")).to_item(), None),
+    ("a lease kcl-mp creates", Lease("shardId-000000000000", checkpoint=ExtendedSequenceNumber("TRIM_HORIZON")).to_item(), None),
     ("attributes kcl-mp does not model, of any type",
      _with(LEASE_3_1, throughputKBps={"N": "1.5"}, pendingCheckpointState={"B": b"x"}, foo={"BOOL": True}), None),
     ("a handoff under way", _with(JAVA["lease"], checkpointOwner={"S": "w2"}), None),
@@ -58,6 +58,41 @@ CASES = [
      "parentShardId is S, not SS"),
     ("a checkpoint that is a number", _with(LEASE_3_1, checkpoint={"N": "4988"}), "checkpoint is N, not S"),
     ("no leaseKey string", _with(LEASE_3_1, leaseKey={"S": ""}), "no leaseKey"),
+    # every value from_item reads is checked, so reading a lease never fails (security review #1)
+    ("a sub-sequence number typed as 1.5 in the console", _with(LEASE_3_1, checkpointSubSequenceNumber={"N": "1.5"}),
+     "checkpointSubSequenceNumber '1.5' is not a whole number"),
+    ("a pending sub-sequence number of 0.5", _with(LEASE_3_1, pendingCheckpoint={"S": "5000"},
+                                                   pendingCheckpointSubSequenceNumber={"N": "0.5"}),
+     "pendingCheckpointSubSequenceNumber '0.5' is not a whole number"),
+    ("a negative owner switch count", _with(LEASE_3_1, ownerSwitchesSinceCheckpoint={"N": "-2.5"}),
+     "ownerSwitchesSinceCheckpoint '-2.5' is not a whole number"),
+    ("a negative counter", _with(LEASE_3_1, leaseCounter={"N": "-5"}), "leaseCounter '-5' is not a whole number"),
+    ("a counter beyond Java's long", _with(LEASE_3_1, leaseCounter={"N": "9223372036854775808"}),
+     "leaseCounter '9223372036854775808' is not a whole number up to 9223372036854775807"),
+    ("a hash key that is not decimal", _with(LEASE_3_1, startingHashKey={"S": "abc"}, endingHashKey={"S": "9"}),
+     "startingHashKey 'abc' is not a whole number"),
+    ("a hash key of 5,000 digits (int() refuses it)", _with(LEASE_3_1, startingHashKey={"S": "1" * 5000},
+                                                             endingHashKey={"S": "9"}),
+     f"startingHashKey {'1' * 60!r}... is not a whole number up to {2**128 - 1}"),
+    ("a hash key beyond 2^128 - 1", _with(LEASE_3_1, startingHashKey={"S": "0"}, endingHashKey={"S": str(2**128)}),
+     f"endingHashKey '{2**128}' is not a whole number up to {2**128 - 1}"),
+    ("a checkpoint that is no sequence number", _with(LEASE_3_1, checkpoint={"S": "12ab"}),
+     "checkpoint '12ab' is not a sequence number"),
+    ("a checkpoint longer than any sequence number", _with(LEASE_3_1, checkpoint={"S": "1" * 200}),
+     f"checkpoint {'1' * 60!r}... is not a sequence number"),
+    ("a key that names no shard", _with(LEASE_3_1, leaseKey={"S": "bogus-003"}),
+     "leaseKey 'bogus-003' is not a shard id (shardId- and 12 digits)"),
+    ("a key that forges a log line: shown escaped",
+     _with(LEASE_3_1, leaseKey={"S": "shardId-000000000777\n2026-11-25 ERROR forged"}),
+     "leaseKey 'shardId-000000000777\\n2026-11-25 ERROR forged' is not a shard id (shardId- and 12 digits)"),
+    ("a Java multi-stream key: another application's lease",
+     _with(LEASE_3_1, leaseKey={"S": "123456789012:orders:1700000000:shardId-000000000001"}),
+     "leaseKey '123456789012:orders:1700000000:shardId-000000000001' is not a shard id (shardId- and 12 digits)"),
+    ("a 2 KB key: shown cut at 128 characters, the longest ShardId Kinesis allows",
+     _with(LEASE_3_1, leaseKey={"S": "x" * 2048}),
+     f"leaseKey {'x' * 128!r}... is not a shard id (shardId- and 12 digits)"),
+    ("a shard id of the wrong width", _with(LEASE_3_1, leaseKey={"S": "shardId-1"}),
+     "leaseKey 'shardId-1' is not a shard id (shardId- and 12 digits)"),
 ]
 
 
@@ -107,5 +142,42 @@ def test_a_row_of_another_shape_has_no_view_and_says_why():
     rows = read_items(odd).others
     assert [row.view for row in rows] == [None] * 4
     assert [row.summary() for row in rows] == [
-        "not a lease: entityType LEADER", "not a lease: leaseCounter is S, not N",
-        "not a lease: entityType WORKER_METRIC_STATS", "not a lease: entityType STREAM"]
+        "LEADER row kcl-mp cannot read: ownerName is not S", "not a lease: leaseCounter is S, not N",
+        "WORKER_METRIC_STATS row kcl-mp cannot read: lut is missing", "not a lease: entityType STREAM"]
+
+
+# (comment, row, what the operator is told): a state or metrics row with a value Java would
+# not write is read as no view, with the attribute at fault, never as an exception
+BAD_STATE_ROWS = [
+    ("a lock without leaseDuration", _with(ROWS["Leader"], leaseDuration=None),
+     "LEADER row kcl-mp cannot read: leaseDuration is missing"),
+    ("a lock whose leaseDuration has a unit", _with(ROWS["Leader"], leaseDuration={"S": "120000ms"}),
+     "LEADER row kcl-mp cannot read: leaseDuration '120000ms' is not a whole number"),
+    ("a lock without entityType (the 3.x table's shape) and a bad version",
+     _with(ROWS["Leader"], entityType=None, recordVersionNumber={"N": "3"}),
+     "Leader row kcl-mp cannot read: recordVersionNumber is not S"),
+    ("a client version set at 1.5 ms", _with(ROWS["Migration3.0"], mts={"N": "1.5"}),
+     "CLIENT_VERSION_MIGRATION row kcl-mp cannot read: mts '1.5' is not a whole number"),
+    ("a client version whose history holds a string",
+     _with(ROWS["Migration3.0"], h={"L": [{"S": "CLIENT_VERSION_INIT"}]}),
+     "CLIENT_VERSION_MIGRATION row kcl-mp cannot read: h[0] is not a map"),
+    ("a table migration without its status", _with(ROWS["TableMigration3.5"], tm=None),
+     "TABLE_MIGRATION row kcl-mp cannot read: tm is missing"),
+    ("worker metrics with a 5,000-digit lut", _with(ROWS["java-worker-1"], lut={"N": "9" * 5000}),
+     f"WORKER_METRIC_STATS row kcl-mp cannot read: lut {'9' * 60!r}... is not a whole number"),
+    ("worker metrics whose CPU values are strings", _with(ROWS["java-worker-1"], sts={"M": {"C": {"L": [{"S": "x"}]}}}),
+     "WORKER_METRIC_STATS row kcl-mp cannot read: sts.C holds 'None', not a number"),
+    ("worker metrics whose operating range is a number", _with(ROWS["java-worker-1"], opr={"N": "100"}),
+     "WORKER_METRIC_STATS row kcl-mp cannot read: opr is not a map"),
+]
+
+
+@pytest.mark.parametrize("comment, row, summary", BAD_STATE_ROWS, ids=[case[0] for case in BAD_STATE_ROWS])
+def test_a_state_row_java_would_not_write_is_shown_with_its_fault(comment, row, summary):
+    (found,) = read_items([row]).others
+    assert (found.view, found.summary()) == (None, summary), comment
+
+
+def test_a_date_beyond_the_calendar_is_shown_as_stored():
+    (found,) = read_items([_with(ROWS["java-worker-1"], lut={"N": str(2**62)})]).others
+    assert found.summary().startswith("worker metrics of java-worker-1, updated 4.61169e+18 s since 1970")
