@@ -41,6 +41,7 @@ from kcl_mp.errors import DependencyError
 from kcl_mp.leases import balance, shard_sync
 from kcl_mp.leases.discovery import OwnerIndexDiscovery
 from kcl_mp.leases.fleet3 import Fleet3
+from kcl_mp.leases.leader import UNREADABLE
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.renewer import Renewer
 from kcl_mp.leases.shard_syncer import ShardSyncer, TableView
@@ -329,7 +330,8 @@ class LeaseCoordinator:
         after_s = self.fleet3.rescue_after_s
         plan = balance.plan_rescue(self.me, leases, self.observations, now, self.config.lease, after_s, self.rng)
         lock = self.fleet3.election.last_read if self.fleet3.election else None
-        leader = f"{lock.owner}, whose lock lasts {lock.lease_duration_ms / 1000:.0f} s," if lock else "the leader"
+        leader = ("nobody (the leader lock cannot be read)" if lock is UNREADABLE else
+                  f"{lock.owner}, whose lock lasts {lock.lease_duration_ms / 1000:.0f} s," if lock else "the leader")
         for key in plan.take:
             if self.avoid.get(key, now) <= now:
                 self._take(leases[key], f"took lease {key} (from {leases[key].owner or 'nobody'}: nobody renewed or "

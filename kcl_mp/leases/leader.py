@@ -70,6 +70,11 @@ class Lock:
     released: bool
 
 
+# What a contender last read when the lock row cannot be parsed: nobody can take it, so nobody
+# leads until it is fixed, and followers rescue leases as under a lock that never ends (fleet3).
+UNREADABLE = Lock("(an unreadable lock)", 2**63 - 1, "", False)
+
+
 @dataclass(frozen=True)
 class Sighting:
     """A record version seen, and when (monotonic seconds)."""
@@ -191,7 +196,12 @@ class LeaderElection:
             self.held = None
             return False
         self.held = None
-        current = self.last_read = self.lock.read()
+        try:
+            current = self.last_read = self.lock.read()
+        except DependencyError as exc:
+            if not exc.retriable:
+                self.last_read = UNREADABLE
+            raise
         now = self.clock()
         if current is not None and not current.released:
             if self.seen is None or self.seen.version != current.version:

@@ -10,11 +10,11 @@ apart with its reason, no loop step fails, and SIGTERM exits 0. A lease of a wel
 shard id the stream does not hold (a shard aged out of retention) ends at SHARD_END without a
 processor and is deleted by the shard sync.
 
-One row cannot leave every shard processing: in KCL 3.x mode a leader lock nobody can read
-elects no leader (a Java fleet's lock client fails on it the same way), so at start-up no
-lease is assigned until an operator deletes the row; the host says which row every
-heartbeat, goes on, and leads at once after the delete. In a running fleet the leases
-already held keep processing.
+In KCL 3.x mode a leader lock nobody can read elects no leader (a Java fleet's lock client
+fails on it the same way): the host says which row every heartbeat, keeps the leases it
+holds, and, as a follower under a lock that never ends, rescues the leases nobody assigns
+after failover + one assignment interval (leases/fleet3.py), so at start-up too every shard
+is processed; deleting the row lets a host lead again.
 """
 
 from __future__ import annotations
@@ -253,15 +253,17 @@ def test_bad_rows_at_start_up(tmp_path, kinesis, dynamodb, moto_url, unique_name
                                          **{"kclmp.leaderLockLeaseDurationMillis": 4000})
     with _running(hosts, producer):
         if client_version is None:
-            # KCL 3.x: a lock nobody can read elects no leader, so nothing is assigned (a Java
-            # fleet's lock client fails the same way); the host says which row, goes on, and
-            # leads as soon as an operator deletes the row
+            # KCL 3.x: a lock nobody can read elects no leader (a Java fleet's lock client fails
+            # the same way); the host says which row, heartbeat after heartbeat, and as a follower
+            # under a lock that never ends it rescues the leases nobody assigns (leases/fleet3.py)
             lock = f"the leader lock (key Leader in {app}-CoordinatorState) cannot be read: leaseDuration '120000ms'"
             wait_until(lambda: sum(lock in e["msg"] for e in _log_entries(hosts["host-0"])) >= 3, 30,
                        "the host reading the bad lock, heartbeat after heartbeat")
             _assert_no_failure(hosts)
-            dynamodb.delete_item(TableName=f"{app}-CoordinatorState", Key={"key": {"S": "Leader"}})
         wait_until(lambda: {e["_shard"] for e in records_only(recorded(out))} == REAL, 90, "every shard delivering")
+        if client_version is None:
+            rescued = [e["msg"] for e in _log_entries(hosts["host-0"]) if "the leader lock cannot be read" in e["msg"]]
+            assert len(rescued) == len(REAL), rescued
         _keeps_processing(producer, out, "the start")
         _assert_rows_apart(props)
         _assert_no_failure(hosts)
