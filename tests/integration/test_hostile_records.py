@@ -114,14 +114,16 @@ def test_ten_kpl_aggregates_reach_the_processor_whole_within_bounded_memory(tmp_
         rss.start()
         for _ in range(AGGREGATES):
             kinesis.put_record(StreamName=stream, Data=data, PartitionKey="k")
+        put = time.monotonic()
         total = USERS_PER_AGGREGATE * AGGREGATES
         wait_until(lambda: states(out)[-1]["records"] >= total, 240, f"{total} user records", interval=0.2)
+        took = time.monotonic() - put
         growth = rss.growth_mb()
         state = states(out)[-1]
         print(f"\nten 1 MB aggregates, {total} user records: {state['calls']} processRecords calls of at most "
               f"{state['max_call_records']} records and {state['max_line'] / MB:.1f} MB; pool process RSS "
               f"{rss.start_rss / MB:.0f} MB -> peak {rss.peak / MB:.0f} MB (+{growth:.0f} MB; bounds: 3 batches, "
-              f"8 MiB, 30,000 user records per shard)")
+              f"8 MiB, 30,000 user records per shard); delivered in {took:.1f} s")
         assert len(states(out)) == 1, "the processor was restarted"
         assert state["records"] == total and state["disorder"] == 0, state  # each once, in order
         assert state["max_call_records"] <= 30_000 and state["calls"] >= total // 30_000, state

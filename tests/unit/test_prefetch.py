@@ -67,3 +67,30 @@ def test_a_put_waiting_for_room_ends_when_stopped():
     stop.set()
     put.join(2.0)
     assert result == [False] and q.queued == Queued(1, 200, 1)
+
+
+def test_many_shards_of_one_pool_stay_within_its_budget_plus_one_batch():
+    stop = threading.Event()
+    pool = PoolBudget()
+    queues = [PrefetchQueue[int](BOUNDS, pool) for _ in range(6)]
+    seen: list[int] = []  # the pool's bytes after each put
+    taken: list[list[int | None]] = []
+
+    def produce(q: PrefetchQueue[int], seed: int) -> None:
+        for n in range(60):
+            q.put(n, 20 + (n * seed) % 80, 1, stop)
+            with pool.lock:
+                seen.append(pool.bytes)
+
+    def consume(q: PrefetchQueue[int]) -> None:
+        taken.append([q.get(5.0) for _ in range(60)])
+
+    threads = [threading.Thread(target=produce, args=(q, i + 1)) for i, q in enumerate(queues)]
+    threads += [threading.Thread(target=consume, args=(q,)) for q in queues]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30.0)
+    assert not any(thread.is_alive() for thread in threads)
+    assert taken == [list(range(60))] * 6  # in order, each once
+    assert len(seen) == 360 and max(seen) < BOUNDS.worker_process_max_byte_size + 100 and pool.bytes == 0
