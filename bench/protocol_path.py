@@ -3,7 +3,8 @@
     make bench-protocol   (= .venv/bin/python bench/protocol_path.py [--seconds S])
 
 In-memory GetRecords pages (10,000 records each, as the fast path's client returns them) go through what a
-shard worker does with every page: ``deaggregate.user_records`` -> ``wire.make_batch`` ->
+shard worker does with every page: ``deaggregate.page_slices`` (the page's user records in batches within
+the default kclmp.maxRecordsCount and kclmp.maxByteSize) -> ``wire.make_batch`` each ->
 ``ProcessorChild.process_records`` (one write of the processRecords line, then the wait for
 the status) into a no-op processor that answers each line without parsing its records. For
 100 B, 1 KB and 10 KB records it prints records/s (wall) and records per CPU second of this
@@ -20,9 +21,10 @@ import sys
 import time
 from datetime import datetime, timezone
 
+from kcl_mp.config import RetrievalSettings
 from kcl_mp.multilang.child import ProcessorChild
 from kcl_mp.multilang.wire import make_batch
-from kcl_mp.retrieval.deaggregate import user_records
+from kcl_mp.retrieval.deaggregate import page_slices
 from kcl_mp.sequence import ExtendedSequenceNumber
 
 NOOP = """import sys
@@ -35,6 +37,7 @@ for line in sys.stdin.buffer:
         out.flush()
 """
 PAGE = 10_000
+BOUNDS = RetrievalSettings()  # the defaults a shard worker splits by
 
 
 def pages(size: int, count: int) -> list[list[dict]]:
@@ -52,9 +55,9 @@ def one_round(child: ProcessorChild, batches: list[list[dict]]) -> tuple[float, 
     wall, cpu = time.perf_counter(), time.process_time()
     total = 0
     for page in batches:
-        users = user_records(page)
-        child.process_records(make_batch(users, 0))
-        total += len(users)
+        for users in page_slices(page, None, BOUNDS.max_records_count, BOUNDS.max_byte_size):
+            child.process_records(make_batch(users, 0))
+            total += len(users)
     return time.perf_counter() - wall, time.process_time() - cpu, total
 
 

@@ -6,6 +6,7 @@ processor may checkpoint), so none of them needs another's module for it. Pure.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 TRIM_HORIZON = "TRIM_HORIZON"
@@ -60,6 +61,14 @@ class ExtendedSequenceNumber:
         return self.sequence_number
 
 
+# Kinesis's SequenceNumber shape (the API's pattern): at most 129 digits, no leading zero.
+_KINESIS_SEQUENCE = re.compile(r"0|[1-9][0-9]{0,128}")
+
+
 def is_valid_sequence_number(text: str) -> bool:
-    """A decimal sequence number or a sentinel: what a checkpoint may hold."""
-    return text in _SENTINEL_ORDER or (text.isascii() and text.isdigit())
+    """A Kinesis sequence number or a sentinel: what a checkpoint may hold.
+
+    >>> [is_valid_sequence_number(text) for text in ("4959033827149025660855969253836", "9" * 130, "SHARD_END")]
+    [True, False, True]
+    """
+    return text in _SENTINEL_ORDER or _KINESIS_SEQUENCE.fullmatch(text) is not None

@@ -24,6 +24,7 @@ from typing import Any
 from kcl_mp.config.settings import CLIENT_VERSION_CONFIGS
 from kcl_mp.config.values import (
     INT_MAX,
+    LONG_MAX,
     Parser,
     boolean,
     canonical_credential_key,
@@ -240,6 +241,18 @@ KEYS: tuple[Key, ...] = (
        "kcl3.worker_metric"),
     _k(_KCLMP + "metricsAddress", text, "127.0.0.1",
        "the address that port listens on (0.0.0.0: every interface, as a probed pod needs)", "metrics.address"),
+    _k(_KCLMP + "maxPendingProcessRecordsInput", integer(1, 1000), 3,
+       "processRecords batches a shard reads ahead (Java's RecordsFetcherFactory setting of that name)",
+       "retrieval.max_pending_process_records_input"),
+    _k(_KCLMP + "maxByteSize", integer(1024, INT_MAX), 8 << 20,
+       "bytes of processRecords lines a shard reads ahead; a longer batch is split (Java's maxByteSize)",
+       "retrieval.max_byte_size"),
+    _k(_KCLMP + "maxRecordsCount", integer(1, INT_MAX), 30000,
+       "user records a shard reads ahead, and the most one processRecords carries (Java's maxRecordsCount)",
+       "retrieval.max_records_count"),
+    _k(_KCLMP + "workerProcessMaxByteSize", integer(1024, LONG_MAX), 128 << 20,
+       "bytes of processRecords lines all shards of one pool process read ahead together",
+       "retrieval.worker_process_max_byte_size"),
 )
 
 # Any of these set to a non-zero value makes retrievalMode DEFAULT mean polling (section 9).

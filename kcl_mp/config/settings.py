@@ -59,6 +59,12 @@ class RetrievalSettings:
     call_process_records_even_for_empty_record_list: bool = False
     consumer_name: str | None = None
     consumer_arn: str | None = None
+    # Java's prefetch bounds (SimpleRecordsFetcherFactory; no properties keys in Java, kclmp.
+    # ones here), counted on the processRecords lines; a larger batch is split (docs/configuration.md).
+    max_pending_process_records_input: int = 3
+    max_byte_size: int = 8 << 20
+    max_records_count: int = 30000
+    worker_process_max_byte_size: int = 128 << 20  # kcl-mp's: every shard of one pool process together
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ Failures, all ``ProcessorError`` (the shard is restarted; Java would exit the da
 stdout EOF or a broken pipe -> ``ProcessorExitedError`` with the exit status or signal and
 the last stderr lines; no message within ``timeout_s`` -> ``ProcessorTimeoutError``, with
 what stdout shows (a last line without a newline, nothing at all, a skipped line); a
-status for the wrong action -> ``ProtocolError``. The child runs in its own session, so
+status for the wrong action, or more messages nobody asked for than ``MAX_QUEUED`` or
+``MAX_QUEUED_BYTES`` allow -> ``ProtocolError`` (naming the bound). The child runs in its own session, so
 ``close`` can stop its whole process group: stdin closed, ``grace_s`` to exit, then
 SIGTERM, then SIGKILL.
 """
@@ -67,6 +68,7 @@ EXIT_GRACE_S = 1.0  # after the child exits, how long its pipes may take to reac
 TERM_WAIT_S = 2.0  # between SIGTERM and SIGKILL
 MIN_EXIT_WAIT_S = 0.5  # even with grace 0, a child that exits at EOF (all clients do) is not signalled
 MAX_QUEUED = 100_000  # protocol messages written without being asked for: a broken child
+MAX_QUEUED_BYTES = 16 << 20  # and their lines' bytes (5,000 status lines of 65 KB: 330 MB otherwise)
 STDERR_TAIL = 20
 LOG_LINES_PER_WINDOW = 200
 LOG_WINDOW_S = 10.0
@@ -91,7 +93,7 @@ class ProcessorChild:
         self._proc: subprocess.Popen[bytes] | None = None
         self.started: int | None = None  # the child's start time (clock ticks since boot)
         self._stdin_fd = -1
-        self._stdout = ChildStdout(shard_id, MAX_QUEUED)
+        self._stdout = ChildStdout(shard_id, MAX_QUEUED, MAX_QUEUED_BYTES)
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self._tail_lock = threading.Lock()  # copying a deque while another thread appends raises
         self._stderr = StderrLines(stderr_lines_per_10s, bytes_per_window=stderr_bytes_per_10s)
@@ -165,7 +167,7 @@ class ProcessorChild:
         self._join_readers(proc.pid)
         while True:  # Java logs what the child wrote after its last exchange
             try:
-                item = self._stdout.messages.get_nowait()
+                item = self._stdout.take(None)
             except queue.Empty:
                 break
             if item is not EOF:
@@ -306,8 +308,7 @@ class ProcessorChild:
         assert self._proc is not None
         while True:
             if self._stdout.overflow:
-                raise ProtocolError(f"processor for {self.shard_id} wrote more than {MAX_QUEUED} messages "
-                                    "nobody asked for")
+                raise ProtocolError(f"processor for {self.shard_id} wrote {self._stdout.overflow}")
             wait = POLL_S
             if deadline is not None:
                 remaining = deadline - time.monotonic()
@@ -318,7 +319,7 @@ class ProcessorChild:
                         f"status for {action} was awaited" + ("" if why is None else f"; {why.summary()}"))
                 wait = min(wait, remaining)
             try:
-                item = self._stdout.messages.get(timeout=wait)
+                item = self._stdout.take(wait)
             except queue.Empty:
                 if self._proc.poll() is not None:  # exited; its stdout may be held open elsewhere
                     exited_at = exited_at or time.monotonic()
@@ -354,20 +355,33 @@ class ProcessorChild:
 
     def _pump(self, fd: int, stream: str, splitter: LineSplitter,
               handle: Callable[[bytes, LineBudget], None]) -> None:
-        """Read one of the child's pipes to EOF, a line at a time (a reader thread's body)."""
+        """Read one of the child's pipes to EOF, a line at a time (a reader thread's body). Only
+        the pipe ends it: a line it cannot take is logged and skipped (Java skips a line its
+        mapper rejects), never taken for the end of the child's stdout."""
         budget = LineBudget(LOG_LINES_PER_WINDOW, LOG_WINDOW_S)
         try:
-            while chunk := os.read(fd, 1 << 16):
-                for raw in splitter.feed(chunk):
-                    handle(raw, budget)
-            for raw in splitter.end():
-                handle(raw, budget)
-        except (OSError, ValueError):
-            pass  # closed under us during close()
+            while True:
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except (OSError, ValueError):
+                    break  # closed under us during close()
+                lines = splitter.feed(chunk) if chunk else splitter.end()
+                for raw in lines:
+                    self._take_line(handle, raw, budget, stream)
+                if not chunk:
+                    break
         finally:
             self._report_dropped(budget.flush(), stream)
             if stream == "stdout":
                 self._stdout.messages.put(EOF)
+
+    def _take_line(self, handle: Callable[[bytes, LineBudget], None], raw: bytes, budget: LineBudget,
+                   stream: str) -> None:
+        try:
+            handle(raw, budget)
+        except Exception:  # a bug, not the child's: the line is lost, the reader goes on
+            self.log.exception("processor for %s: a %s line of %d bytes could not be read and was skipped",
+                               self.shard_id, stream, len(raw))
 
     def _stdout_line(self, raw: bytes, budget: LineBudget) -> None:
         said = self._stdout.line(raw)

@@ -10,14 +10,22 @@ effect; what it keeps apart is *when* a message came. ``expect(action)`` is call
 an action is written and a status read ends the wait, so a message read while nothing was
 awaited is LATE, and its note says which status it followed.
 
-The driver's stdout thread calls ``line``; its calling thread calls ``expect``, takes from
-``messages`` and asks ``silence`` why a wait timed out.
+The driver's stdout thread calls ``line``; its calling thread calls ``expect``, ``take``s
+the queued messages and asks ``silence`` why a wait timed out.
+
+Bounds, since this runs in the pool process every shard of it shares: a line longer than any
+message (``wire.MAX_MESSAGE_BYTES``) is skipped before it is decoded; the messages nobody has
+taken yet are bounded in count and in bytes of their lines (``max_queued``,
+``max_queued_bytes``). Past either, further messages are dropped and ``overflow`` names the
+limit: the driver fails the processor with it at its next wait (a child that floods stdout
+with messages nobody asked for is broken).
 """
 
 from __future__ import annotations
 
 import logging
 import queue
+import threading
 from collections import deque
 from typing import Any
 
@@ -33,6 +41,7 @@ from kcl_mp.multilang.wire import (
     Skip,
     Status,
     StdoutNote,
+    oversized,
     parse_line,
     silence,
 )
@@ -44,13 +53,16 @@ LogEntry = tuple[int, str, tuple[Any, ...]]
 
 
 class ChildStdout:
-    def __init__(self, shard_id: str, max_queued: int):
+    def __init__(self, shard_id: str, max_queued: int, max_queued_bytes: int):
         self.shard_id = shard_id
         self.splitter = LineSplitter()
-        self.messages: queue.Queue[Any] = queue.Queue()  # (Message, its LATE note or None), then EOF
-        self.overflow = False  # more than max_queued messages nobody took: a broken child
+        self.messages: queue.Queue[Any] = queue.Queue()  # (Message, its LATE note or None, bytes), then EOF
+        self.overflow: str | None = None  # why messages were dropped: a broken child
         self.lines = 0
         self._max_queued = max_queued
+        self._max_queued_bytes = max_queued_bytes
+        self._queued_bytes = 0
+        self._bytes_lock = threading.Lock()
         self._awaited: str | None = None
         self._after: str | None = None  # the responseFor of the last status read
         self._notes: deque[StdoutNote] = deque(maxlen=NOTES_KEPT)
@@ -63,8 +75,13 @@ class ChildStdout:
     def line(self, raw: bytes) -> LogEntry | None:
         """One line from the child, in the stdout thread; what to log about it, if anything."""
         self.lines += 1
-        text = raw.decode("utf-8", "replace")
-        message = parse_line(text)
+        skipped = oversized(raw)
+        message: Message | Skip | None
+        if skipped is None:
+            text = raw.decode("utf-8", "replace")
+            message = parse_line(text)
+        else:
+            text, message = skipped.line, skipped  # its head: the rest was never decoded
         if message is None:
             return None  # an empty line: Java ignores it silently
         self._last = None
@@ -84,11 +101,27 @@ class ChildStdout:
                               self._after)
         if isinstance(message, Status):
             self._awaited, self._after = None, message.response_for
-        if self.messages.qsize() >= self._max_queued:
-            self.overflow = True
-        else:
-            self.messages.put((message, late))
+        with self._bytes_lock:
+            if self.messages.qsize() >= self._max_queued:
+                self.overflow = f"more than {self._max_queued} messages nobody asked for"
+            elif self._queued_bytes + len(raw) > self._max_queued_bytes:
+                self.overflow = (f"more than {self._max_queued_bytes} bytes of messages nobody asked for "
+                                 "(kcl-mp's bound on a processor's unread stdout messages)")
+            else:
+                self._queued_bytes += len(raw)
+                self.messages.put((message, late, len(raw)))
         return said
+
+    def take(self, timeout: float | None) -> Any:
+        """The next queued item, (message, LATE note or None), or EOF; waits up to ``timeout``
+        (None: not at all) and raises ``queue.Empty`` if none came."""
+        item = self.messages.get(timeout=timeout) if timeout is not None else self.messages.get_nowait()
+        if item is EOF:
+            return item
+        message, late, size = item
+        with self._bytes_lock:
+            self._queued_bytes -= size
+        return message, late
 
     def drained(self, message: Message, late: StdoutNote | None) -> None:
         """``message`` was still queued when the child's stdin was closed: Java drains it unread."""

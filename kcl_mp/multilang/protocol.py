@@ -20,7 +20,8 @@ Checkpoints (PROTOCOL.md 5.2, 5.3) while awaiting: INITIALIZING and LOSING_LEASE
 checkpointer (``InvalidStateException``); PROCESSING and SHUTTING_DOWN may checkpoint up to
 the last record delivered; ENDING_SHARD up to ``SHARD_END``, and checkpointing the shard's
 final record stores ``SHARD_END``. A value below the last successful checkpoint, above the
-limit, malformed, or with a negative sub-sequence gets ``IllegalArgumentException``; the
+limit, malformed (not a sentinel nor a Kinesis sequence number: at most 129 digits), or with a
+negative sub-sequence gets ``IllegalArgumentException``; the
 same value again succeeds without a write.
 """
 

@@ -308,6 +308,28 @@ def _no_constants(name: str) -> Any:
 
 
 _DECODER = json.JSONDecoder(parse_int=_IntText, parse_float=_FloatText, parse_constant=_no_constants)
+
+# A child's stdout line is judged by its size and its first character before it is decoded:
+# decoding costs about 75 times a line's bytes in memory (a 16 MiB line of numbers: 1.2 GB and
+# seconds holding the GIL, in the pool process every shard of it shares). No message is near
+# MAX_MESSAGE_BYTES (a status or checkpoint is well under 1 KB), and a line that does not start
+# with ``{`` is decoded only when short, for the reason it is not a message.
+MAX_MESSAGE_BYTES = 1 << 20
+SHAPE_CHARS = NOTE_CHARS
+
+
+def oversized(raw: bytes) -> Skip | None:
+    """A line too long to be a message, skipped before it is even decoded to text (Java skips
+    what its mapper cannot take; kcl-mp does not hand it to the mapper).
+
+    >>> oversized(b"[" + b"0," * (1 << 20)).reason
+    'a line of 2097153 bytes: too long for a message (at most 1048576 bytes), not decoded'
+    """
+    if len(raw) <= MAX_MESSAGE_BYTES:
+        return None
+    head = raw[:NOTE_CHARS * 4].decode("utf-8", "replace")[:NOTE_CHARS]
+    return Skip(head, f"a line of {len(raw)} bytes: too long for a message (at most {MAX_MESSAGE_BYTES} bytes), "
+                      "not decoded", meant=head.lstrip(" \t").startswith("{") and "action" in head)
 _LONG_TEXT = re.compile(r"[+-]?[0-9]+")
 _NOT_MAPPED = object()
 
@@ -320,6 +342,13 @@ def _as_text(value: Any) -> Any:
 
 
 def _as_long(value: Any) -> Any:
+    try:
+        return _long(value)
+    except (OverflowError, ValueError):  # 1e999 (infinite), or more digits than int() reads (4,300)
+        return _NOT_MAPPED  # no Long either: Jackson skips the line
+
+
+def _long(value: Any) -> Any:
     if value is None:
         return None
     if isinstance(value, _IntText):
@@ -354,7 +383,7 @@ def _rest_ignored(first: str, rest: str) -> str:
         return ""  # trailing junk: ignored, and nothing was meant by it
     try:
         second, _ = _DECODER.raw_decode(rest)
-    except ValueError:
+    except (ValueError, RecursionError):
         second = None
     what = f"the second ({second['action']})" if isinstance(second, dict) and "action" in second else "the rest"
     return f"two JSON messages on one line: Java reads only the first ({first}); {what} is ignored"
@@ -380,6 +409,9 @@ def parse_line(line: str) -> Message | Skip | None:
     if not line:
         return None
     text = line.lstrip(" \t")
+    if len(text) > SHAPE_CHARS and not text.startswith("{"):
+        return Skip(line, f"a line of {len(line)} characters that does not start with '{{': not a message "
+                          "(not decoded)")
     try:
         value, end = _DECODER.raw_decode(text)
     except json.JSONDecodeError as exc:
@@ -387,6 +419,8 @@ def parse_line(line: str) -> Message | Skip | None:
         return Skip(line, f"not JSON ({where})", meant=text.startswith("{") and "action" in text)
     except ValueError as exc:  # NaN, Infinity
         return Skip(line, f"not JSON ({exc})", meant="action" in text)
+    except RecursionError:  # ~1,000 levels of [ or {: Python's decoder gives up where Jackson reads on
+        return Skip(line, "JSON nested too deeply to decode (not a message)", meant="action" in text)
     if not isinstance(value, dict):
         return Skip(line, f"{_json_kind(value)}, not a JSON object")
     if "action" not in value:

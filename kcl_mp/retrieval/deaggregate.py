@@ -24,7 +24,10 @@ import base64
 import hashlib
 import logging
 import operator
-from collections.abc import Iterable
+import sys
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+from itertools import accumulate, repeat
 from typing import Any
 
 import aws_kinesis_agg
@@ -70,6 +73,19 @@ def user_records(records: Iterable[dict[str, Any]], after: ExtendedSequenceNumbe
     ``after`` is the checkpoint a worker resumed from (AT_SEQUENCE_NUMBER re-reads the
     checkpointed container, so its already-processed sub-records must go).
     """
+    return next(user_record_runs(records, after, sys.maxsize), [])
+
+
+def user_record_runs(records: Iterable[dict[str, Any]], after: ExtendedSequenceNumber | None,
+                     run: int) -> Iterator[list[UserRecord]]:
+    """``user_records`` in order, as lists of at most ``run``, each made only when the one
+    before was taken: one 1 MB aggregate may hold 170,000 user records (6 bytes each), a page
+    of ten such a list of 1.7 million tuples (about 300 MB) if made at once.
+
+    >>> page = [{"SequenceNumber": str(n), "Data": "YQ==", "PartitionKey": "k"} for n in range(5)]
+    >>> [len(users) for users in user_record_runs(page, None, 2)]
+    [2, 2, 1]
+    """
     out: list[UserRecord] = []
     b64 = base64.b64encode
     floor = None if after is None or after.is_sentinel else after.sort_key()
@@ -88,6 +104,9 @@ def user_records(records: Iterable[dict[str, Any]], after: ExtendedSequenceNumbe
                 continue
             out.append((text if text is not None else b64(data).decode("ascii"), record["PartitionKey"], seq,
                         arrival, 0))
+            if len(out) >= run:
+                yield out
+                out = []
             continue
         keys = aggregated.partition_key_table
         for sub, inner in enumerate(aggregated.records):
@@ -100,10 +119,53 @@ def user_records(records: Iterable[dict[str, Any]], after: ExtendedSequenceNumbe
                             seq, sub, inner.partition_key_index, len(keys))
                 key = record["PartitionKey"]
             out.append((b64(inner.data).decode("ascii"), key, seq, arrival, sub))
-    return out
+            if len(out) >= run:
+                yield out
+                out = []
+    if out:
+        yield out
+
+
+# What a user record adds to its processRecords line besides its data, partition key and
+# sequence number: the record object's keys and separators, an arrival time of 13 digits and a
+# sub-sequence number of up to 6 (the format multilang.wire writes; a unit test holds the two
+# together). Control characters in a partition key (escaped) and multi-byte ones count more.
+LINE_OVERHEAD = len(b'{"data":"","partitionKey":"","sequenceNumber":"","approximateArrivalTimestamp":1700000000000,'
+                    b'"subSequenceNumber":100000,"action":"record"},')
+
+
+def line_slices(users: list[UserRecord], max_bytes: int) -> Iterator[list[UserRecord]]:
+    """``users`` in slices whose processRecords lines stay within about ``max_bytes`` (a
+    record longer than that alone in its slice), by the length of each record's text.
+
+    >>> users = [("YWJj", "k", "1", 0, 0)] * 5
+    >>> [len(part) for part in line_slices(users, 2 * (LINE_OVERHEAD + 6))]
+    [2, 2, 1]
+    """
+    if sum(sum(map(len, map(field, users))) for field in _TEXTS) + LINE_OVERHEAD * len(users) <= max_bytes:
+        yield users  # the common case: one line
+        return
+    data, keys, sequences = (map(len, map(field, users)) for field in _TEXTS)
+    ends = list(accumulate(map(_add, map(_add, map(_add, data, keys), sequences), repeat(LINE_OVERHEAD))))
+    start, before = 0, 0
+    while start < len(users):
+        end = max(start + 1, bisect_right(ends, before + max_bytes, start))
+        yield users[start:end]
+        start, before = end, ends[end - 1]
+
+
+def page_slices(records: Iterable[dict[str, Any]], after: ExtendedSequenceNumber | None, max_records: int,
+                max_bytes: int) -> Iterator[list[UserRecord]]:
+    """A page's user records (``user_records``) in the slices of one processRecords line
+    each: at most ``max_records`` records and about ``max_bytes`` bytes; made as they are
+    taken (``user_record_runs``)."""
+    for run in user_record_runs(records, after, max_records):
+        yield from line_slices(run, max_bytes)
 
 
 _DATA = operator.itemgetter(0)
+_TEXTS = (_DATA, operator.itemgetter(1), operator.itemgetter(2))  # data, partition key, sequence number
+_add = operator.add
 
 
 def data_bytes(users: list[UserRecord]) -> int:

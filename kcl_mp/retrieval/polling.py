@@ -1,7 +1,13 @@
 """GetRecords polling for one shard, on a thread, with a bounded prefetch.
 
-The fetcher runs ahead of the processor by at most ``prefetch`` batches, so Kinesis
-latency overlaps processing without unbounded memory. It owns the shard iterator and
+The fetcher runs ahead of the processor within Java's prefetch bounds (``prefetch``: 3
+batches, 8 MiB of processRecords lines, 30,000 user records, and its pool process's budget),
+so Kinesis latency overlaps processing without unbounded memory. A page is handed over in
+batches of at most ``maxRecordsCount`` user records and about ``maxByteSize`` bytes of line
+each (``deaggregate.page_slices``), made only as the queue takes them: a page of KPL
+aggregates (170,000 user records in 1 MB) is several processRecords calls, in order, each
+with its records' sub-sequence numbers, and the processor may checkpoint between them. It
+owns the shard iterator and
 recovers by itself from expired iterators (re-positioned after the last record read),
 throttling and transient errors (backoff). What it hands over, in order:
 
@@ -28,27 +34,34 @@ sit inside a KPL aggregate, whose later sub-records AFTER would skip.
 from __future__ import annotations
 
 import logging
-import queue
 import random
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
 from kcl_mp.backoff import Backoff
 from kcl_mp.config import InitialPosition, RetrievalSettings
 from kcl_mp.errors import DependencyError, KclMpError
 from kcl_mp.leases.shard_syncer import list_shards
-from kcl_mp.retrieval.deaggregate import UserRecord, data_bytes, user_records
+from kcl_mp.retrieval.deaggregate import UserRecord, data_bytes, page_slices
+from kcl_mp.retrieval.prefetch import PoolBudget, PrefetchQueue
 from kcl_mp.sequence import AT_TIMESTAMP, LATEST, SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
+
+
+class Encoded(Protocol):
+    """What ``encode`` makes of user records (a wire.Batch): the line, counted by the prefetch."""
+
+    @property
+    def line(self) -> bytes: ...
 
 
 @dataclass(frozen=True)
 class Fetched:
-    batch: Any  # whatever ``encode`` made of the records (a wire.Batch)
+    batch: Encoded
     count: int
     millis_behind_latest: int | None
     data_bytes: int = 0  # of the user records' data (from its base64 length, exact within 2 bytes a record)
@@ -71,7 +84,7 @@ class FetchFailed:
 
 
 FetchResult = Positioned | Fetched | ShardEnded | FetchFailed
-Encoder = Callable[[list[UserRecord], "int | None"], Any]
+Encoder = Callable[[list[UserRecord], "int | None"], Encoded]
 
 _EXPIRED = frozenset({"ExpiredIteratorException"})
 _NOT_FOUND = "ResourceNotFoundException"
@@ -94,7 +107,7 @@ class Fetcher:
         encode: Encoder,
         log: logging.LoggerAdapter | logging.Logger,
         *,
-        prefetch: int = 3,
+        pool: PoolBudget | None = None,
         backoff: Backoff = FETCH_BACKOFF,
         rng: random.Random | None = None,
     ):
@@ -108,7 +121,7 @@ class Fetcher:
         self.log = log
         self.backoff = backoff
         self.rng = rng or random.Random()
-        self.results: queue.Queue[FetchResult] = queue.Queue(maxsize=max(1, prefetch))
+        self.results: PrefetchQueue[FetchResult] = PrefetchQueue(settings, pool)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"fetch-{shard_id}", daemon=True)
         self._last_read: str | None = None  # sequence number of the last Kinesis record read
@@ -122,15 +135,13 @@ class Fetcher:
         self._thread.start()
 
     def next(self, timeout: float) -> FetchResult | None:
-        try:
-            return self.results.get(timeout=timeout)
-        except queue.Empty:
-            return None
+        return self.results.get(timeout)
 
     def stop(self, wait_s: float = 5.0) -> None:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(wait_s)
+        self.results.clear()  # what it read ahead goes back to its pool process's budget
 
     # -- the thread --------------------------------------------------------------------
 
@@ -146,28 +157,29 @@ class Fetcher:
             self._put(FetchFailed(DependencyError(f"fetcher crashed: {exc!r}", retriable=False)))
 
     def _put(self, item: FetchResult) -> bool:
-        while not self._stop.is_set():
-            try:
-                self.results.put(item, timeout=0.2)
-                return True
-            except queue.Full:
-                continue
-        return False
+        """Queue ``item`` once the prefetch bounds allow (the backpressure); False when stopping."""
+        if isinstance(item, Fetched):
+            return self.results.put(item, len(item.batch.line), item.count, self._stop)
+        return self.results.put(item, 0, 0, self._stop)
 
     def _sleep(self, seconds: float) -> bool:
         """Sleep unless stopped; False when stopping."""
         return not self._stop.wait(max(0.0, seconds))
 
     def _hand_over(self, records: list[dict[str, Any]], behind: int | None) -> bool:
-        """Queue one page of records for the processor (waits while the queue is full: the
-        backpressure); False when stopping."""
-        users: list[UserRecord] = []
+        """Queue one page of records for the processor, a batch at a time (each waits while
+        the queue is full: the backpressure); False when stopping."""
+        after, settings = self._after, self.settings
         if records:
             self._last_read = records[-1]["SequenceNumber"]
-            users = user_records(records, self._after)
             self._after = None
-        if users or self.settings.call_process_records_even_for_empty_record_list:
-            return self._put(Fetched(self.encode(users, behind), len(users), behind, data_bytes(users)))
+        handed = False
+        for users in page_slices(records, after, settings.max_records_count, settings.max_byte_size):
+            if not self._put(Fetched(self.encode(users, behind), len(users), behind, data_bytes(users))):
+                return False
+            handed = True
+        if not handed and settings.call_process_records_even_for_empty_record_list:
+            return self._put(Fetched(self.encode([], behind), 0, behind))
         return True
 
     def _check_gone(self, exc: BaseException) -> None:

@@ -2,7 +2,8 @@
 
 Forked by the supervisor (``multiprocess``), a few per host (``kclmp.workerProcesses``, by
 default one per core). After the fork it builds ONE set of boto3 clients (botocore clients
-are thread-safe) and one processor sampler (``usage.Tracker``), reseeds its random
+are thread-safe), one processor sampler (``usage.Tracker``) and one read-ahead budget its
+shards' fetchers share (``prefetch.PoolBudget``: kclmp.workerProcessMaxByteSize), reseeds its random
 generator, ignores the terminal's SIGINT (the supervisor decides when to stop) and turns
 SIGTERM into an orderly end that stops every processor child it started.
 
@@ -32,6 +33,7 @@ from kcl_mp.aws.clients import client as aws_client
 from kcl_mp.config import Config
 from kcl_mp.errors import EXIT_DEPENDENCY, EXIT_OK
 from kcl_mp.leases.table import LeaseTable
+from kcl_mp.retrieval.prefetch import PoolBudget
 from kcl_mp.worker import channel
 from kcl_mp.worker.shard_worker import LEASE_LOST, SHUTDOWN, TERMINATE, ShardWorker, Shared, Terminated
 from kcl_mp.worker.usage import Tracker, Usage, signal_group
@@ -86,7 +88,7 @@ class Pool:
                              LeaseTable(aws_client("dynamodb", config.dynamodb, limits=LIMITS),
                                         config.lease.table_name),
                              aws_client("kinesis", config.kinesis, raw_records=True, limits=LIMITS),
-                             Tracker(SAMPLE_EVERY_S, self._report_usage))
+                             Tracker(SAMPLE_EVERY_S, self._report_usage), PoolBudget())
         self.shards: dict[str, _Shard] = {}
         self.lock = threading.Lock()  # the shards' dict and the pipe's sending end
         self.terminating = False

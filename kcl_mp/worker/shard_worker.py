@@ -52,9 +52,10 @@ from kcl_mp.leases.fencing import Hold, checkpoint_wait_s
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.metrics.catalogue import Recorder, encode_samples
 from kcl_mp.multilang.child import ProcessorChild
-from kcl_mp.multilang.wire import make_batch
+from kcl_mp.multilang.wire import Batch, make_batch
 from kcl_mp.retrieval.fanout import FanOutFetcher
 from kcl_mp.retrieval.polling import Fetched, Fetcher, FetchFailed, FetchResult, ShardEnded
+from kcl_mp.retrieval.prefetch import PoolBudget
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 from kcl_mp.worker import channel
 from kcl_mp.worker.usage import MB, Tracker, Watch
@@ -74,6 +75,7 @@ class Shared:
     table: LeaseTable
     kinesis: Any  # GetRecords/SubscribeToShard client (blobs kept as the wire's base64)
     tracker: Tracker
+    prefetch: PoolBudget  # what every shard's fetcher reads ahead, together (kclmp.workerProcessMaxByteSize)
 
 
 class Terminated(Exception):
@@ -142,6 +144,7 @@ class ShardWorker:
             config.retrieval,
             make_batch,
             self.log,
+            pool=self.shared.prefetch,
         )
         grace_s = config.processor.shutdown_grace_ms / 1000.0
         limit_mb = config.processor.memory_limit_mb
@@ -218,6 +221,7 @@ class ShardWorker:
                 continue
             self._resume(now)
             if isinstance(item, Fetched):
+                assert isinstance(item.batch, Batch)  # what make_batch made
                 started = time.monotonic()
                 child.process_records(item.batch)
                 self._record(item, time.monotonic() - started)

@@ -7,7 +7,8 @@ from datetime import datetime, timezone
 
 from aws_kinesis_agg.aggregator import RecordAggregator
 
-from kcl_mp.retrieval.deaggregate import user_records
+from kcl_mp.multilang.wire import make_batch
+from kcl_mp.retrieval.deaggregate import LINE_OVERHEAD, line_slices, page_slices, user_record_runs, user_records
 from kcl_mp.sequence import ExtendedSequenceNumber
 
 T = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)
@@ -89,3 +90,54 @@ def test_the_fast_path_passes_the_wire_text_through():
 def test_arrival_milliseconds_are_rounded_not_truncated():
     stamp = {"SequenceNumber": "1", "Data": "", "PartitionKey": "k", "ApproximateArrivalTimestamp": 1700000000.123}
     assert user_records([stamp])[0][3] == 1700000000123
+
+
+def _many(count: int, key: str = "k") -> bytes:
+    return aggregate(*[(key, b"") for _ in range(count)])
+
+
+def test_a_page_of_aggregates_is_made_a_run_at_a_time():
+    page = [record(str(9 + n), _many(1000)) for n in range(3)]
+    read = []
+
+    def reading():
+        for kinesis_record in page:
+            read.append(kinesis_record)
+            yield kinesis_record
+
+    runs = user_record_runs(reading(), None, 700)
+    first = next(runs)
+    assert len(read) == 1  # the rest is not made yet: nothing holds 3,000 tuples at once
+    sizes = [len(first)] + [len(run) for run in runs]
+    assert sizes == [700, 700, 700, 700, 200]
+    assert [(s, sub) for _, _, s, _, sub in user_records(page)][698:702] == [("9", 698), ("9", 699), ("9", 700),
+                                                                           ("9", 701)]
+
+
+def test_runs_drop_what_the_checkpoint_covers_and_keep_the_order():
+    page = [record("9", _many(10)), record("10", b"plain")]
+    users = [u for run in user_record_runs(page, ExtendedSequenceNumber("9", 6), 3) for u in run]
+    assert [(s, sub) for _, _, s, _, sub in users] == [("9", 7), ("9", 8), ("9", 9), ("10", 0)]
+
+
+def test_a_slice_line_is_within_the_bytes_and_records_asked_for():
+    users = user_records([record("49590338271490256608559692538361571095921575989136588898", _many(5000, "key-1"))])
+    slices = list(page_slices([record("49590338271490256608559692538361571095921575989136588898",
+                                      _many(5000, "key-1"))], None, 2000, 64 << 10))
+    assert [u for part in slices for u in part] == users  # every record once, in order
+    lines = [make_batch(part, 0).line for part in slices]
+    assert all(len(part) <= 2000 for part in slices) and all(len(line) <= 64 << 10 for line in lines)
+    assert len(lines[0]) > 60 << 10  # the estimate is close: lines are not cut much shorter than asked
+
+
+def test_the_line_overhead_matches_what_wire_writes():
+    # 13 digits of arrival time, a 6-digit sub-sequence number: the estimate's assumptions
+    user = ("YWJj", "key", "49590338271490256608559692538361571095921575989136588898", 1700000000123, 123456)
+    empty = len(make_batch([], None).line)
+    one = len(make_batch([user], None).line) - empty
+    assert one == LINE_OVERHEAD + len(user[0]) + len(user[1]) + len(user[2]) - 1  # the last record has no comma
+
+
+def test_a_record_longer_than_the_bound_is_alone_in_its_slice():
+    big, small = ("A" * 1000, "k", "1", 0, 0), ("A", "k", "2", 0, 0)
+    assert [len(part) for part in line_slices([small, big, small, small], 600)] == [1, 1, 2]

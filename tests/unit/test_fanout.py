@@ -52,17 +52,28 @@ class StubKinesis:
         return {"EventStream": _Stream(script)}
 
 
-def _fetcher(kinesis: StubKinesis, start: ExtendedSequenceNumber) -> FanOutFetcher:
-    return FanOutFetcher(kinesis, "s", "shardId-0", start, InitialPosition("TRIM_HORIZON"), RetrievalSettings(),
-                         lambda users, behind: [u[2] for u in users], logging.getLogger("test"), prefetch=100,
+class _Sequences(list):
+    """The sequence numbers of a batch, as the encoder here makes it (a line of its length)."""
+
+    @property
+    def line(self) -> bytes:
+        return b"x" * len(self)
+
+
+ROOMY = RetrievalSettings(max_pending_process_records_input=100)  # _drain takes only once the fetcher is done
+
+
+def _fetcher(kinesis: StubKinesis, start: ExtendedSequenceNumber, settings: RetrievalSettings = ROOMY) -> FanOutFetcher:
+    return FanOutFetcher(kinesis, "s", "shardId-0", start, InitialPosition("TRIM_HORIZON"), settings,
+                         lambda users, behind: _Sequences(u[2] for u in users), logging.getLogger("test"),
                          rng=random.Random(1), consumer_arn="arn:consumer")
 
 
 def _drain(fetcher: FanOutFetcher) -> list:
     fetcher._poll()  # on this thread: the stub's scripts end it
     out = []
-    while not fetcher.results.empty():
-        out.append(fetcher.results.get())
+    while (item := fetcher.results.get(0)) is not None:
+        out.append(item)
     return out
 
 
@@ -92,3 +103,18 @@ def test_a_subscription_that_ends_or_breaks_resumes_after_the_continuation():
         {"Type": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": "7"},
     ]
     assert got[-1] == ShardEnded(())
+
+
+def test_a_batch_over_maxRecordsCount_is_handed_over_in_several_in_order():
+    kinesis = StubKinesis([[_event(["10", "11", "12", "13", "14"], "14"), _event([], None, [])]])
+    settings = RetrievalSettings(max_pending_process_records_input=100, max_records_count=2)
+    fetcher = _fetcher(kinesis, ExtendedSequenceNumber("TRIM_HORIZON"), settings)
+    fetcher.start()  # its queue holds 2 records: each batch waits for the one before to be taken
+    got: list = []
+    while not got or not isinstance(got[-1], ShardEnded):
+        item = fetcher.next(5.0)
+        assert item is not None, got
+        got.append(item)
+    fetcher.stop()
+    assert [(item.batch, item.count) for item in got if isinstance(item, Fetched)] == [
+        (["10", "11"], 2), (["12", "13"], 2), (["14"], 1)]

@@ -13,8 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kcl_mp.errors import ProtocolError
+from kcl_mp.multilang.child_stdout import ChildStdout
 from kcl_mp.multilang.protocol import AWAIT, SEND, ChildState, Conversation, Done, Ignored, Reply, Store
 from kcl_mp.multilang.wire import (
+    MAX_MESSAGE_BYTES,
+    NOTE_CHARS,
     SILENT,
     SKIPPED,
     UNREAD,
@@ -28,6 +31,7 @@ from kcl_mp.multilang.wire import (
     encode,
     encode_checkpoint_reply,
     make_batch,
+    oversized,
     parse_line,
     silence,
 )
@@ -326,6 +330,54 @@ def test_parse_says_why_a_line_is_skipped(line, reason, meant):
     assert parse_line(line) == Skip(line, reason, meant)
 
 
+def test_parse_skips_what_python_cannot_decode_or_convert():
+    # Each of these once ended the stdout reader (RecursionError, OverflowError, ValueError).
+    for line, reason in [
+        ("[" * 2000, "JSON nested too deeply to decode (not a message)"),
+        ('{"action":"status","responseFor":' + "[" * 5000, "JSON nested too deeply to decode (not a message)"),
+        ('{"action":"checkpoint","sequenceNumber":"1","subSequenceNumber":1e999}',
+         "checkpoint whose subSequenceNumber is not a whole number in a Java long's range (Java skips it)"),
+        ('{"action":"checkpoint","sequenceNumber":"1","subSequenceNumber":' + "9" * 5000 + "}",
+         "checkpoint whose subSequenceNumber is not a whole number in a Java long's range (Java skips it)"),
+        ('{"action":"checkpoint","sequenceNumber":"1","subSequenceNumber":"' + "9" * 5000 + '"}',
+         "checkpoint whose subSequenceNumber is not a whole number in a Java long's range (Java skips it)"),
+    ]:
+        skipped = parse_line(line)
+        assert isinstance(skipped, Skip) and skipped.reason == reason, line[:80]
+    # A second message that cannot be decoded is only ignored, as any trailing text.
+    status = parse_line('{"action":"status","responseFor":"initialize"} {' + "[" * 5000)
+    assert isinstance(status, Status) and status.ignored.startswith("two JSON messages on one line")
+
+
+def test_lines_that_cannot_be_messages_are_judged_before_decoding():
+    numbers = "[" + "0," * 1000 + "0]"
+    assert parse_line(numbers) == Skip(numbers, f"a line of {len(numbers)} characters that does not start with '{{': "
+                                                "not a message (not decoded)")
+    assert parse_line('["action"]').reason == "an array, not a JSON object"  # short: decoded, for the reason
+    huge = b'{"action":"status","responseFor":"' + b"x" * MAX_MESSAGE_BYTES + b'"}'
+    skipped = oversized(huge)
+    assert skipped is not None and skipped.meant and len(skipped.line) == NOTE_CHARS
+    assert skipped.reason == f"a line of {len(huge)} bytes: too long for a message (at most 1048576 bytes), not decoded"
+    assert oversized(huge[:MAX_MESSAGE_BYTES]) is None
+
+
+def test_unread_messages_are_bounded_in_bytes_and_the_bound_is_named():
+    stdout = ChildStdout("shardId-1", 100, 1000)
+    status = b'{"action":"status","responseFor":"initialize"}' + b" " * 350  # 397 bytes
+    for _ in range(3):
+        stdout.line(status)
+    assert stdout.overflow == ("more than 1000 bytes of messages nobody asked for (kcl-mp's bound on a "
+                               "processor's unread stdout messages)") and stdout.messages.qsize() == 2
+    stdout.overflow = None
+    assert isinstance(stdout.take(0)[0], Status)  # taking gives its bytes back
+    stdout.line(status)
+    assert stdout.overflow is None and stdout.messages.qsize() == 2
+    counted = ChildStdout("shardId-1", 1, 10_000)
+    counted.line(status)
+    counted.line(status)
+    assert counted.overflow == "more than 1 messages nobody asked for"
+
+
 @pytest.mark.parametrize("line, ignored", [
     ('{"action":"checkpoint"}{"action":"status","responseFor":"processRecords"}',
      "two JSON messages on one line: Java reads only the first (checkpoint); the second (status) is ignored"),
@@ -429,6 +481,8 @@ def _error(outcome) -> str | None:
         ("", None, "IllegalArgumentException"),
         ("1e3", None, "IllegalArgumentException"),
         ("15", -1, "IllegalArgumentException"),
+        ("9" * 5000, 0, "IllegalArgumentException"),  # no Kinesis sequence number (and past int()'s 4,300 digits)
+        ("015", None, "IllegalArgumentException"),  # Kinesis writes no leading zero
         ("10", 0, None),  # the current checkpoint again: no write
     ],
 )
