@@ -229,6 +229,7 @@ def full(fleet: Fleet) -> None:
     wait_until(lambda: all(fleet.holds(w) for w in everyone) and sum(fleet.holds(w) for w in everyone) == SHARDS
                and fleet.leases.settled(SHARDS), 120, "the leases shared by Java and both kcl-mp hosts", 0.5)
     fleet.phase("shared")
+    time.sleep(2 * ASSIGNMENT_MS / 1000)  # the kcl-mp hosts process what Java assigned them
     fleet.phase("java_killing")
     fleet.kill(JAVA)  # it leads: its lock stays, good for 120 s
     fleet.phase("java_killed")
