@@ -30,6 +30,8 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import quote
 
+import psutil
+
 from kcl_mp import logs
 from kcl_mp.aws.clients import client
 from kcl_mp.config import ClientSettings, CredentialProvider
@@ -233,7 +235,12 @@ def test_credentials_sts_returns_are_scrubbed_from_the_first_signed_request(moto
 
 
 def _sleeper() -> subprocess.Popen[bytes]:
-    return subprocess.Popen(["sleep", "60"], start_new_session=True)
+    """A ``sleep 60`` in its own group, once it runs ``sleep`` (read just after the fork, its
+    memory can show as 0 while it execs: the sampler's limit of 1 byte would not trip)."""
+    process = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    wait_until(lambda: psutil.Process(process.pid).cmdline()[:1] == ["sleep"]
+               and psutil.Process(process.pid).memory_info().rss > 0, 5, "sleep running", 0.01)
+    return process
 
 
 def test_a_stale_pid_is_not_signalled():

@@ -155,8 +155,11 @@ def test_2x_compatible_fleet_follows_a_flip_and_a_rollback(tmp_path, kinesis, dy
         wait_until(lambda: _balanced(monitor, set(hosts)), 60, "the 2.x takers to share the leases")
         state = store.client_version()
         assert state is not None and state.value == "CLIENT_VERSION_UPGRADE_FROM_2X"
-        metrics = dynamodb.scan(TableName=f"{app}-WorkerMetricStats", ConsistentRead=True)["Items"]
-        assert {item["wid"]["S"] for item in metrics} == set(hosts)  # what a Java 2.x leader's flip monitor reads
+        # what a Java 2.x leader's flip monitor reads (each host's first report comes 2 s after it
+        # joined; the takers may have shared the leases before that)
+        wait_until(lambda: {item["wid"]["S"] for item in dynamodb.scan(
+            TableName=f"{app}-WorkerMetricStats", ConsistentRead=True)["Items"]} == set(hosts), 15,
+            "both hosts' worker-metrics items")
         for daemon in hosts.values():
             assert "a 2.x taker, publishing worker metrics" in daemon.output()
 
