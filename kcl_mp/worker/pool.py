@@ -90,7 +90,12 @@ class Pool:
                              aws_client("kinesis", config.kinesis, raw_records=True, limits=LIMITS),
                              Tracker(SAMPLE_EVERY_S, self._report_usage), PoolBudget())
         self.shards: dict[str, _Shard] = {}
-        self.lock = threading.Lock()  # the shards' dict and the pipe's sending end
+        self.lock = threading.Lock()  # the shards' dict
+        # The pipe's sending end, a lock of its own: a send blocks while the supervisor's side of
+        # the pipe is full, and the reader (``serve``) must go on draining the supervisor's
+        # messages meanwhile, or the supervisor blocks sending to us and never reads: a deadlock
+        # (seen after a host's 15 s pause with 12 shards in one pool process).
+        self.send_lock = threading.Lock()
         self.terminating = False
 
     def on_sigterm(self, signum: int, frame: Any) -> None:
@@ -98,7 +103,7 @@ class Pool:
 
     def send(self, message: channel.FromPool) -> None:
         try:
-            with self.lock:
+            with self.send_lock:
                 self.conn.send(message)
         except (OSError, EOFError, ValueError):
             pass  # the supervisor is gone; the leases will expire on their own
