@@ -61,6 +61,7 @@ def test_a_dead_or_paused_host_costs_seconds_in_the_default_mode(tmp_path: Path,
         fleet.start(leader)  # the same worker id comes back (its share asserted at the end)
 
         follower = sorted(h for h in fleet.hosts if h not in (fleet.leader(), leader))[0]
+        wait_until(lambda: fleet.delivering({follower}), 60, f"{follower} delivering before its kill")
         at = fleet.kill(follower)
         figures["follower killed"] = fleet.wait_recovered(follower, at, BOUND_S + 30)
 
@@ -68,6 +69,7 @@ def test_a_dead_or_paused_host_costs_seconds_in_the_default_mode(tmp_path: Path,
 
         paused = fleet.leader()
         assert paused in fleet.hosts, paused
+        wait_until(lambda: fleet.delivering({paused}), 60, f"{paused} delivering before its pause")
         at = fleet.pause(paused, 15.0)
         figures["leader paused 15 s"] = fleet.wait_recovered(paused, at, BOUND_S + 30)
         wait_until(lambda: fleet.delivering(set(fleet.hosts)), 90,
