@@ -6,8 +6,9 @@ One after another: the leader SIGKILLed for good (its shards measured), then res
 its worker id (a pod coming back); a follower SIGKILLed for good, then a new host; the leader
 SIGSTOPped for 15 s. Each fault's shards must be delivering again within failover + one
 assignment interval + 10 s of the fault (``BOUND_S``), measured from what the processors
-recorded (failover_run.py). At the end every live host, the returned and the new one
-included, is delivering, every record has been delivered, no shard was delivered by two
+recorded (failover_run.py). Before each fault the returned and the new host have their
+share, so the host faulted holds a third of the shards. At the end every live host is
+delivering, every record has been delivered, no shard was delivered by two
 hosts at once for longer than failover, no host logged an ERROR line, and every host exits 0
 on SIGTERM.
 """
@@ -58,14 +59,16 @@ def test_a_dead_or_paused_host_costs_seconds_in_the_default_mode(tmp_path: Path,
         new_leader = fleet.leader()
         assert new_leader in fleet.hosts, new_leader
 
-        fleet.start(leader)  # the same worker id comes back (its share asserted at the end)
+        fleet.start(leader)  # the same worker id comes back
+        wait_until(lambda: fleet.delivering({leader}), 90, f"{leader} back with its share")
 
         follower = sorted(h for h in fleet.hosts if h not in (fleet.leader(), leader))[0]
         wait_until(lambda: fleet.delivering({follower}), 60, f"{follower} delivering before its kill")
         at = fleet.kill(follower)
         figures["follower killed"] = fleet.wait_recovered(follower, at, BOUND_S + 30)
 
-        fleet.start("host-d")  # a new worker id (its share asserted at the end)
+        fleet.start("host-d")  # a new worker id
+        wait_until(lambda: fleet.delivering({"host-d"}), 90, "host-d delivering")
 
         paused = fleet.leader()
         assert paused in fleet.hosts, paused
