@@ -67,9 +67,16 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-## test: the lint, then every test, unit then integration
+# `make test` in two phases: every test that asserts no wall-clock bound, PARALLEL at a time
+# (most wait on emulators and lease timeouts, not on a core), then the `timing` tests alone so
+# nothing beside them moves their figures. JUNIT=DIR writes each phase's JUnit report there.
+PARALLEL ?= 2
+PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
+
+## test: the lint, then every test (PARALLEL=2 at a time, then the timing tests alone)
 test: lint $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(PYTEST) -m "not timing" -n $(PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/parallel.xml) $(PYTEST_ARGS)
+	$(PYTEST) -m timing $(if $(JUNIT),--junitxml=$(JUNIT)/timing.xml) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 unit: lint $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)

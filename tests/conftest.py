@@ -21,6 +21,14 @@ os.environ.update(EMBEDDED_ENV)
 os.environ["AWS_REGION"] = EMBEDDED_ENV["AWS_DEFAULT_REGION"]
 
 
+def pytest_collection_modifyitems(items):
+    """Under pytest-xdist (`make test`), the tests that start a JVM (Spark, the Java KCL) run
+    one after another on one worker: two JVMs at once on 2 cores starve the hosts beside them."""
+    for item in items:
+        if item.get_closest_marker("spark") or item.get_closest_marker("java"):
+            item.add_marker(pytest.mark.xdist_group("jvm"))
+
+
 @pytest.fixture(scope="session")
 def moto_url(tmp_path_factory):
     emulator = start_emulator(log_path=str(tmp_path_factory.mktemp("moto") / "moto.log"))

@@ -25,7 +25,7 @@ from kcl_mp.multilang.child_stderr import LINES_PER_WINDOW
 from kcl_mp.multilang.wire import make_batch
 from kcl_mp.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.integration, pytest.mark.timing, pytest.mark.timeout(60)]
 
 SHARD = "shardId-000000000001"
 LOG = logging.getLogger("test.driver")

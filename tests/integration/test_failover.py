@@ -24,7 +24,7 @@ import pytest
 from .failover_run import Fleet, deliveries, overlaps
 from .harness import recorded, records_only, wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 FAILOVER_S = 5.0
 BOUND_S = FAILOVER_S + 2 * FAILOVER_S + 10.0  # failover + one assignment interval (2 x failover) + 10 s

@@ -19,7 +19,7 @@ import pytest
 from .fault_judge import judge
 from .fault_run import MODES, FaultRun, schedule
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 SEEDS = [int(s) for s in os.environ.get("KCLMP_FAULT_SEEDS", os.environ.get("KCLMP_FAULT_SEED", "1")).split(",")]
 

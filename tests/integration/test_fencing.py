@@ -44,7 +44,7 @@ from .harness import (
     write_properties,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 SHARDS = 4
 FAILOVER_MS = 5000

@@ -31,6 +31,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import psutil
+import pytest
 
 from kcl_mp import logs
 from kcl_mp.aws.clients import client
@@ -40,6 +41,9 @@ from kcl_mp.leases.table import LeaseTable
 from kcl_mp.worker.usage import Watch, signal_group, start_time
 
 from .harness import Daemon, base_properties, wait_until, write_properties
+
+# healthz answering within its timeout beside 500 idle connections is a wall-clock bound
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 PROBE_TIMEOUT_S = 5.0  # deploy/kubernetes/kcl-mp.yaml: livenessProbe timeoutSeconds
 IDLE_CONNECTIONS = 500

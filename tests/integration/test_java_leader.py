@@ -20,7 +20,7 @@ import pytest
 
 from .harness import ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.java]
 
 
 def test_kcl_mp_and_java_share_the_leader_lock(tmp_path):

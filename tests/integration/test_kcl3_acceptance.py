@@ -59,7 +59,7 @@ from .kcl3_fleet import (
     run_scenario,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.java, pytest.mark.timing]
 
 MOVE_SLACK_S = 2.0  # a leader's log line against the lease monitor's sighting (polled every 0.25 s)
 

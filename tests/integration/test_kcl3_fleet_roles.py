@@ -37,7 +37,7 @@ from kcl_mp.sequence import ExtendedSequenceNumber
 
 from .harness import RECORDER, Daemon, TableMonitor, base_properties, wait_until, write_properties
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 SHARDS = 8
 FAILOVER_MS = 3000

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from kcl_mp.leases.coordinator_state import StateTables, ensure_table
 from kcl_mp.leases.leader import LeaderElection, LeaderLock
 from kcl_mp.leases.rows import LeaderLock as LockView
 from kcl_mp.leases.rows import read_items
+
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 
 class Clock:

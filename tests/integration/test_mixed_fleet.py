@@ -30,7 +30,7 @@ from .fleet_findings import processing_overlap
 from .harness import ROOT, recorded
 from .mixed_fleet import APP
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.java]
 
 JAVA = "java-1"
 

@@ -28,7 +28,7 @@ from kcl_mp.embedded import ensure_stream, free_port
 
 from .harness import RECORDER, BackgroundProducer, Daemon, base_properties, wait_until, write_properties
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 SHARDS = 4
 FAILOVER_MS = 3000

@@ -30,7 +30,7 @@ from .harness import (
     write_properties,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 ROOT = Path(__file__).resolve().parents[2]
 STARTED = re.compile(r"started shard worker for (\S+) \(pool process (\d+), pid (\d+)\)")

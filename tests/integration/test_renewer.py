@@ -28,7 +28,7 @@ from kcl_mp.sequence import ExtendedSequenceNumber
 from .harness import base_properties, write_properties
 from .throttle_proxy import ThrottleProxy
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 FAILOVER_MS = 3000
 ME = "renewing-host"

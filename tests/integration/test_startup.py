@@ -22,7 +22,7 @@ from kcl_mp.embedded import ensure_stream, free_port
 from .aws_stub import AwsStub
 from .harness import RECORDER, Daemon, base_properties, wait_until, write_properties
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 EXIT_BOUND_S = 30.0  # from the command to the exit status: Python's start, botocore's 4 attempts, the metrics process
 SIGNAL_BOUND_S = 8.0  # from the signal to the exit status (the unanswered call alone would take 20 s)

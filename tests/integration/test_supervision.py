@@ -30,7 +30,7 @@ from .harness import (
     write_properties,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 FAULTY = "shardId-000000000002"
 TIMEOUT_S = 3
