@@ -37,7 +37,7 @@ class DynamoDBLock:
 
     def __init__(self, app: WSGIApp):
         self.app = app
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # re-entered by dynamodb_streams around UpdateTable
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if not environ.get("HTTP_X_AMZ_TARGET", "").startswith(DYNAMODB_TARGET):
@@ -50,10 +50,15 @@ class DynamoDBLock:
             return self.app(environ, start_response)
 
 
-def moto_app() -> DynamoDBLock:
+def moto_app() -> WSGIApp:
+    """moto, DynamoDB calls one at a time, and DynamoDB Streams as the service behaves
+    (``dynamodb_streams``: moto's own is one shard that never ends) under the same lock."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-    return DynamoDBLock(DomainDispatcherApplication(create_backend_app))
+    from kcl_mp.embedded.dynamodb_streams import wrap
+
+    app = DynamoDBLock(DomainDispatcherApplication(create_backend_app))
+    return wrap(app, app.lock)
 
 
 def serve(host: str, port: int) -> None:
