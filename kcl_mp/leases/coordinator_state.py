@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from kcl_mp.aws.errors import AWS_ERRORS, error_code, is_conditional_failure, translate
+from kcl_mp.aws.dynamodb import table_status
+from kcl_mp.aws.errors import CONDITION_FAILED, IN_USE, NOT_FOUND, call
 from kcl_mp.errors import DependencyError
 from kcl_mp.leases import client_version
 from kcl_mp.leases.lease import ENTITY_TYPE, LEASE_KEY
@@ -84,18 +86,14 @@ def ensure_table(client: Any, name: str, key: str, *, wait_s: float = 120.0) -> 
     Both own tables are made so (CoordinatorStateDAO.getRequest, WorkerMetricStats.getKeySchema).
     Returns True when this call created it."""
     created = False
-    if _status(client, name) is None:
-        try:
-            client.create_table(TableName=name, KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-                                AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-                                BillingMode="PAY_PER_REQUEST")
-            created = True
-        except AWS_ERRORS as exc:
-            if error_code(exc) != "ResourceInUseException":  # another worker made it first
-                raise translate(exc, f"creating table {name}") from exc
+    if table_status(client, name) is None:
+        created = call(f"creating table {name}", lambda: client.create_table(
+            TableName=name, KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST"), {IN_USE: None}) is not None  # None: another worker made it first
     deadline = time.monotonic() + wait_s
     delay = 0.1
-    while (status := _status(client, name)) != "ACTIVE":
+    while (status := table_status(client, name)) != "ACTIVE":
         if time.monotonic() > deadline:
             raise DependencyError(f"table {name} is {status or 'missing'} after {wait_s:.0f} s; expected ACTIVE",
                                   retriable=False)
@@ -116,15 +114,6 @@ def update_expected(client: Any, table: str, key: tuple[str, str], expected: tup
         ExpressionAttributeNames={"#k": key[0], "#e": expected[0], **names},
         ExpressionAttributeValues={":key": {"S": key[1]}, ":old": {"S": expected[1]},
                                    **{f":a{i}": v for i, v in enumerate(attributes.values())}})
-
-
-def _status(client: Any, name: str) -> str | None:
-    try:
-        return client.describe_table(TableName=name)["Table"]["TableStatus"]
-    except AWS_ERRORS as exc:
-        if error_code(exc) == "ResourceNotFoundException":
-            return None
-        raise translate(exc, f"describing table {name}") from exc
 
 
 class CoordinatorStateStore:
@@ -149,15 +138,13 @@ class CoordinatorStateStore:
 
     def get(self, key: str) -> dict[str, Any] | None:
         for tables in self.reads:
-            try:
-                item = self.client.get_item(TableName=tables.coordinator_table,
-                                            Key={tables.coordinator_key: {"S": key}}, ConsistentRead=True).get("Item")
-            except AWS_ERRORS as exc:
-                if error_code(exc) == "ResourceNotFoundException" and tables != self.tables:
-                    continue  # a table read besides the own one may not exist (Java's disabled delegate)
-                raise translate(exc, f"reading {key} in {tables.coordinator_table}") from exc
-            if item:
-                return item
+            # a table read besides the own one may not exist (Java's disabled delegate)
+            missing: Mapping[str, dict[str, Any]] = {NOT_FOUND: {}} if tables != self.tables else {}
+            answer = call(f"reading {key} in {tables.coordinator_table}", partial(
+                self.client.get_item, TableName=tables.coordinator_table, Key={tables.coordinator_key: {"S": key}},
+                ConsistentRead=True), missing)
+            if answer.get("Item"):
+                return answer["Item"]
         return None
 
     def client_version(self) -> CoordinatorState | None:
@@ -218,7 +205,8 @@ class CoordinatorStateStore:
         if state.history:  # Java writes h only when it has entries
             attributes["h"] = {"L": [{"M": {"cv": {"S": c.value}, "mb": {"S": c.modified_by},
                                             "mts": {"N": str(c.modified_at_ms)}}} for c in state.history]}
-        try:
+
+        def write() -> bool:
             if expected is None:  # 3.5 serializes entityType on create only (MigrationState.getDynamoUpdate has none)
                 kind = {ENTITY_TYPE: {"S": CLIENT_VERSION_MIGRATION}} if self.tables.java35 else {}
                 self.client.put_item(TableName=self.table, Item={key: {"S": MIGRATION_KEY}, **kind, **attributes},
@@ -227,7 +215,5 @@ class CoordinatorStateStore:
             else:
                 update_expected(self.client, self.table, (key, MIGRATION_KEY), ("cv", expected), attributes)
             return True
-        except AWS_ERRORS as exc:
-            if is_conditional_failure(exc):
-                return False
-            raise translate(exc, f"writing {MIGRATION_KEY} ({state.value}) in {self.table}") from exc
+
+        return call(f"writing {MIGRATION_KEY} ({state.value}) in {self.table}", write, {CONDITION_FAILED: False})

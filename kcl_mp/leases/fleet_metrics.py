@@ -15,9 +15,11 @@ so a worker that reported again meanwhile keeps its item.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
-from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
+from kcl_mp.aws.dynamodb import scan_all
+from kcl_mp.aws.errors import CONDITION_FAILED, call
 from kcl_mp.leases import assignment
 from kcl_mp.leases.coordinator_state import StateTables
 from kcl_mp.leases.lease import ENTITY_TYPE, LEASE_KEY
@@ -52,18 +54,12 @@ def worker_load(metrics: WorkerMetrics, now_s: float, live_s: float) -> assignme
 
 def read_worker_metrics(client: Any, tables: StateTables) -> list[WorkerMetrics]:
     """Every worker's metrics item (a consistent scan of its table)."""
-    table, items = tables.metrics_table, []
+    table = tables.metrics_table
     kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
     if tables.shared:  # the lease table: only the worker rows
         kwargs.update(FilterExpression="#et = :et", ExpressionAttributeNames={"#et": ENTITY_TYPE},
                       ExpressionAttributeValues={":et": {"S": WORKER_METRIC_STATS}})
-    try:
-        for page in client.get_paginator("scan").paginate(**kwargs):
-            items.extend(page.get("Items", []))
-    except AWS_ERRORS as exc:
-        if error_code(exc) == "ResourceNotFoundException" and not tables.shared:
-            return []  # an own table that does not exist holds nothing (Java's disabled delegate)
-        raise translate(exc, f"scanning worker metrics in {table}") from exc
+    items = scan_all(client, f"scanning worker metrics in {table}", missing_is_empty=not tables.shared, **kwargs)
     if not tables.shared:  # the own table: every item is a worker's, keyed wid
         items = [{**item, LEASE_KEY: item["wid"], ENTITY_TYPE: {"S": WORKER_METRIC_STATS}}
                  for item in items if "wid" in item]
@@ -83,15 +79,11 @@ def delete_stale(client: Any, tables: StateTables, rows: list[WorkerMetrics], no
     for row in rows:
         if now_s - row.updated_at_s <= stale_s:
             continue
-        try:
-            client.delete_item(TableName=tables.metrics_table, Key={key: {"S": row.worker_id}},
-                               ConditionExpression=f"#key = :value AND attribute_exists ({key})",
-                               ExpressionAttributeNames={"#key": "lut"},
-                               ExpressionAttributeValues={":value": {"N": str(row.updated_at_s)}})
-        except AWS_ERRORS as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                continue
-            raise translate(exc, f"deleting the stale worker metrics of {row.worker_id} in "
-                                 f"{tables.metrics_table}") from exc
-        deleted.append(row.worker_id)
+        gone = call(f"deleting the stale worker metrics of {row.worker_id} in {tables.metrics_table}", partial(
+            client.delete_item, TableName=tables.metrics_table, Key={key: {"S": row.worker_id}},
+            ConditionExpression=f"#key = :value AND attribute_exists ({key})",
+            ExpressionAttributeNames={"#key": "lut"},
+            ExpressionAttributeValues={":value": {"N": str(row.updated_at_s)}}), {CONDITION_FAILED: None})
+        if gone is not None:
+            deleted.append(row.worker_id)
     return deleted

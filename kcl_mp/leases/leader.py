@@ -45,9 +45,10 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from kcl_mp.aws.errors import AWS_ERRORS, is_conditional_failure, translate
+from kcl_mp.aws.errors import CONDITION_FAILED, call
 from kcl_mp.errors import DependencyError
 from kcl_mp.leases.coordinator_state import StateTables
 from kcl_mp.leases.lease import ENTITY_TYPE
@@ -95,10 +96,8 @@ class LeaderLock:
         self.lease_duration_ms = lease_duration_ms
 
     def read(self) -> Lock | None:
-        try:
-            item = self.client.get_item(TableName=self.table, Key=self._key(), ConsistentRead=True).get("Item")
-        except AWS_ERRORS as exc:
-            raise translate(exc, f"reading the leader lock in {self.table}") from exc
+        item = call(f"reading the leader lock in {self.table}", partial(
+            self.client.get_item, TableName=self.table, Key=self._key(), ConsistentRead=True)).get("Item")
         if not item:
             return None
         try:  # a lock nobody can read holds the election up, as an unreachable table would; never a crash
@@ -149,14 +148,12 @@ class LeaderLock:
     def _key(self) -> dict[str, Any]:
         return {self.key_name: {"S": LEADER_KEY}}
 
-    def _write(self, call: Callable[..., Any], what: str, **kwargs: Any) -> bool:
-        try:
-            call(TableName=self.table, **kwargs)
+    def _write(self, request: Callable[..., Any], what: str, **kwargs: Any) -> bool:
+        def write() -> bool:
+            request(TableName=self.table, **kwargs)
             return True
-        except AWS_ERRORS as exc:
-            if is_conditional_failure(exc):
-                return False
-            raise translate(exc, f"{what} the leader lock in {self.table}") from exc
+
+        return call(f"{what} the leader lock in {self.table}", write, {CONDITION_FAILED: False})
 
 
 class LeaderElection:

@@ -18,9 +18,10 @@ never appear in the index.
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
-from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
+from kcl_mp.aws.errors import AWS_ERRORS, IN_USE, NOT_FOUND, call, error_code, translate
 from kcl_mp.errors import DependencyError
 from kcl_mp.leases.lease import LEASE_KEY, LEASE_OWNER
 from kcl_mp.leases.table import OWNER_INDEX
@@ -52,19 +53,16 @@ def ensure_owner_index(client: Any, table: str) -> str:
             AttributeDefinitions=[{"AttributeName": LEASE_OWNER, "AttributeType": "S"},
                                   {"AttributeName": LEASE_KEY, "AttributeType": "S"}],
             GlobalSecondaryIndexUpdates=[{"Create": create}])
-    except AWS_ERRORS as exc:
-        if error_code(exc) in ("ValidationException", "ResourceInUseException"):
+    except AWS_ERRORS as exc:  # the raw error: refused because another worker asked first, or not
+        if error_code(exc) in ("ValidationException", IN_USE):
             if (status := index_status(client, table)) is not None:
-                return status  # another worker asked first
+                return status
         raise translate(exc, f"creating {OWNER_INDEX} on lease table {table}") from exc
     return _status(response["TableDescription"]) or "CREATING"
 
 
 def _describe(client: Any, table: str) -> dict[str, Any]:
-    try:
-        return client.describe_table(TableName=table)["Table"]
-    except AWS_ERRORS as exc:
-        raise translate(exc, f"describing lease table {table}") from exc
+    return call(f"describing lease table {table}", partial(client.describe_table, TableName=table))["Table"]
 
 
 def _status(description: dict[str, Any]) -> str | None:
@@ -92,13 +90,10 @@ def lease_keys_for_worker(client: Any, table: str, worker_id: str) -> list[str]:
     }
     keys: list[str] = []
     for _ in range(100_000):  # bounded: 100k pages
-        try:
-            page = client.query(**kwargs)
-        except AWS_ERRORS as exc:
-            if error_code(exc) in ("ResourceNotFoundException", "ValidationException"):
-                raise DependencyError(f"{OWNER_INDEX} does not exist on lease table {table}",
-                                      retriable=False, code=error_code(exc)) from exc
-            raise translate(exc, f"listing the leases of {worker_id} in {table}") from exc
+        page = call(f"listing the leases of {worker_id} in {table}", partial(client.query, **kwargs),
+                    {NOT_FOUND: NOT_FOUND, "ValidationException": "ValidationException"})
+        if isinstance(page, str):
+            raise DependencyError(f"{OWNER_INDEX} does not exist on lease table {table}", retriable=False, code=page)
         keys.extend(item[LEASE_KEY]["S"] for item in page.get("Items", ()))
         if not page.get("LastEvaluatedKey"):
             return keys

@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 
-from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
+from kcl_mp.aws.errors import NOT_FOUND, call
 from kcl_mp.config import Config, InitialPosition
 from kcl_mp.errors import ConfigError, DependencyError
 from kcl_mp.leases import shard_sync
@@ -163,14 +164,13 @@ class ShardSyncer:
         """The stream's ARN. At start-up, before anything is written: Kinesis answers and the
         stream exists (a misspelt streamName must not leave a lease table behind)."""
         arn, name = self.config.stream_arn, self.config.stream_name
-        try:
-            summary = self.kinesis.describe_stream_summary(**({"StreamARN": arn} if arn else {"StreamName": name}))
-        except AWS_ERRORS as exc:
-            if error_code(exc) == "ResourceNotFoundException":
-                key = f"streamArn {arn}" if arn else f"streamName {name}"
-                raise ConfigError(f"{key}: no such stream at {self.kinesis.meta.endpoint_url}") from exc
-            raise translate(exc, f"describing stream {arn or name}") from exc
-        return summary["StreamDescriptionSummary"]["StreamARN"]
+        summary = call(f"describing stream {arn or name}", partial(
+            self.kinesis.describe_stream_summary, **({"StreamARN": arn} if arn else {"StreamName": name})),
+            {NOT_FOUND: None})
+        if summary is None:
+            key = f"streamArn {arn}" if arn else f"streamName {name}"
+            raise ConfigError(f"{key}: no such stream at {self.kinesis.meta.endpoint_url}")
+        return str(summary["StreamDescriptionSummary"]["StreamARN"])
 
     def list_shards(self, shard_filter: Mapping[str, Any] | None = None) -> list[Shard]:
         return list_shards(self.kinesis, self.config.stream_name, shard_filter)
@@ -185,12 +185,10 @@ def list_shards(kinesis: Any, stream_name: str, shard_filter: Mapping[str, Any] 
         shards: list[Shard] = []
         kwargs = first
         for _ in range(10_000):  # bounded paging
-            try:
-                page = kinesis.list_shards(**kwargs)
-            except AWS_ERRORS as exc:
-                if error_code(exc) == "ExpiredNextTokenException":
-                    break
-                raise translate(exc, f"ListShards on {stream_name}") from exc
+            page = call(f"ListShards on {stream_name}", partial(kinesis.list_shards, **kwargs),
+                        {"ExpiredNextTokenException": None})
+            if page is None:
+                break
             shards.extend(Shard.from_api(s) for s in page.get("Shards", ()))
             token = page.get("NextToken")
             if not token:

@@ -34,9 +34,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from kcl_mp.aws.errors import AWS_ERRORS, error_code, is_conditional_failure, translate
+from kcl_mp.aws.dynamodb import scan_all, table_status
+from kcl_mp.aws.errors import CONDITION_FAILED, NOT_FOUND, call
 from kcl_mp.errors import DependencyError
 from kcl_mp.leases import table_migration as tm
 from kcl_mp.leases.coordinator_state import StateTables, update_expected
@@ -85,7 +87,7 @@ class TableMigrator:
 
     def start(self) -> tm.Start:
         """Settle the local status (raises DependencyError on Java's phase-order refusal)."""
-        exists = _table_exists(self.client, self.own.coordinator_table)
+        exists = table_status(self.client, self.own.coordinator_table) is not None
         self.stored = self._stored() if exists else None
         stored = self.stored.value if self.stored is not None else None
         if stored is None:  # the lease table's copy (written with COMPLETE) or a new 3.5 fleet's state
@@ -185,10 +187,8 @@ class TableMigrator:
         if step.kind == "none":
             return False
         if step.kind == "delete":
-            try:
-                self.client.delete_item(TableName=self.own.coordinator_table, Key=_own_key(TABLE_MIGRATION_KEY))
-            except AWS_ERRORS as exc:
-                raise translate(exc, f"deleting {TABLE_MIGRATION_KEY} in {self.own.coordinator_table}") from exc
+            call(f"deleting {TABLE_MIGRATION_KEY} in {self.own.coordinator_table}", partial(
+                self.client.delete_item, TableName=self.own.coordinator_table, Key=_own_key(TABLE_MIGRATION_KEY)))
             return True
         assert step.status is not None
         state = tm.updated(self.stored, step.status, self.me, self.clock_ms())
@@ -203,7 +203,8 @@ class TableMigrator:
 
     def _write_status(self, state: CoordinatorState, expected: str | None) -> bool:
         table = self.own.coordinator_table
-        try:
+
+        def write() -> bool:
             if expected is None:
                 self.client.put_item(TableName=table, Item=self._status_item(state, self.own),
                                      ConditionExpression="attribute_not_exists(#k)",
@@ -212,10 +213,8 @@ class TableMigrator:
                 update_expected(self.client, table, ("key", TABLE_MIGRATION_KEY), ("tm", expected),
                                 state.attributes("tm"))
             return True
-        except AWS_ERRORS as exc:
-            if is_conditional_failure(exc):
-                return False
-            raise translate(exc, f"writing {TABLE_MIGRATION_KEY} ({state.value}) in {table}") from exc
+
+        return call(f"writing {TABLE_MIGRATION_KEY} ({state.value}) in {table}", write, {CONDITION_FAILED: False})
 
     def _move(self) -> None:
         rows = [item for item in _scan(self.client, self.own.coordinator_table)
@@ -245,13 +244,12 @@ class TableMigrator:
                                    "ExpressionAttributeValues": {":owner": {"S": self.me}}}}
 
     def _transact(self, writes: list[dict[str, Any]], what: str) -> bool:
-        try:
+        # cancelled: no longer the lock holder, or a row already there: the next round retries
+        def write() -> bool:
             self.client.transact_write_items(TransactItems=writes)
             return True
-        except AWS_ERRORS as exc:
-            if error_code(exc) == "TransactionCanceledException":
-                return False  # no longer the lock holder, or a row already there: the next round retries
-            raise translate(exc, what) from exc
+
+        return call(what, write, {"TransactionCanceledException": False})
 
     def _status_item(self, state: CoordinatorState, tables: StateTables) -> dict[str, Any]:
         return {tables.coordinator_key: {"S": TABLE_MIGRATION_KEY}, ENTITY_TYPE: {"S": TABLE_MIGRATION},
@@ -275,13 +273,10 @@ class TableMigrator:
             return None  # Java: "Unable to deserialize state", read as absent
 
     def _get(self, tables: StateTables, key: str) -> dict[str, Any] | None:
-        try:
-            return self.client.get_item(TableName=tables.coordinator_table,
-                                        Key={tables.coordinator_key: {"S": key}}, ConsistentRead=True).get("Item")
-        except AWS_ERRORS as exc:
-            if error_code(exc) == "ResourceNotFoundException":
-                return None  # the own table is gone: nothing stored there
-            raise translate(exc, f"reading {key} in {tables.coordinator_table}") from exc
+        answer: dict[str, Any] = call(f"reading {key} in {tables.coordinator_table}", partial(
+            self.client.get_item, TableName=tables.coordinator_table, Key={tables.coordinator_key: {"S": key}},
+            ConsistentRead=True), {NOT_FOUND: {}})  # the own table is gone: nothing stored there
+        return answer.get("Item")
 
 
 def moved(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -304,23 +299,5 @@ def _own_key(key: str) -> dict[str, Any]:
     return {"key": {"S": key}}
 
 
-def _table_exists(client: Any, name: str) -> bool:
-    try:
-        client.describe_table(TableName=name)
-        return True
-    except AWS_ERRORS as exc:
-        if error_code(exc) == "ResourceNotFoundException":
-            return False
-        raise translate(exc, f"describing table {name}") from exc
-
-
 def _scan(client: Any, table: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    try:
-        for page in client.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
-            items.extend(page.get("Items", []))
-    except AWS_ERRORS as exc:
-        if error_code(exc) == "ResourceNotFoundException":
-            return []  # an own table that does not exist holds nothing (Java's disabled delegate)
-        raise translate(exc, f"scanning {table}") from exc
-    return items
+    return scan_all(client, f"scanning {table}", missing_is_empty=True, TableName=table, ConsistentRead=True)

@@ -33,9 +33,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
+from functools import partial
 from typing import Any
 
-from kcl_mp.aws.errors import AWS_ERRORS, translate
+from kcl_mp.aws.errors import call
 from kcl_mp.leases.coordinator_state import StateTables, ensure_table
 from kcl_mp.leases.lease import ENTITY_TYPE
 from kcl_mp.leases.rows import WORKER_METRIC_STATS, java_double
@@ -184,12 +185,8 @@ class WorkerMetricsReporter:
                             int(self.wall()))
         key = {self.tables.metrics_key: item.pop(self.tables.metrics_key)}
         names = {f"#a{i}": name for i, name in enumerate(item)}
-        try:
-            self.client.update_item(
-                TableName=self.tables.metrics_table, Key=key,
-                UpdateExpression="SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(item))),
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues={f":a{i}": value for i, value in enumerate(item.values())})
-        except AWS_ERRORS as exc:
-            raise translate(exc, f"writing the worker metrics of {self.worker_id} to {self.tables.metrics_table}") \
-                from exc
+        call(f"writing the worker metrics of {self.worker_id} to {self.tables.metrics_table}", partial(
+            self.client.update_item, TableName=self.tables.metrics_table, Key=key,
+            UpdateExpression="SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(item))),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues={f":a{i}": value for i, value in enumerate(item.values())}))

@@ -51,8 +51,12 @@ def _table_size_for(n: int) -> int:
 
 def java_hashmap_order(keys: Iterable[str], presized: bool = True) -> list[str]:
     """The order ``HashMap`` iterates ``keys`` put in this order: by bucket at the final capacity
-    (``hash ^ hash >>> 16``, masked), ties in insertion order (buckets keep it through resizes).
-    ``presized``: made as ``new HashMap<>(len(keys))``, else ``new HashMap<>()`` (capacity 16)."""
+    (the hash XOR its upper 16 bits, masked), ties in insertion order (buckets keep it through
+    resizes). ``presized``: made as ``new HashMap<>(len(keys))``, else ``new HashMap<>()``.
+
+    >>> java_hashmap_order(["id", "name", "age"])
+    ['name', 'age', 'id']
+    """
     keys = list(keys)
     capacity = _table_size_for(len(keys)) if presized else 16
     threshold = int(capacity * 0.75)
