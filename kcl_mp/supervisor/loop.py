@@ -430,7 +430,7 @@ class Supervisor:
                              self.stopping)
         self.metrics_link.send(orjson.dumps({"samples": encode_samples(self.metrics.drain()), **line}) + b"\n")
 
-    def show_progress(self) -> None:
+    def show_progress(self, stopped: bool = False) -> None:
         now = self.clock()
         avoid = {key: until - now for key, until in self.leases.avoid.items() if until > now}
         keys = {*self.leases.held, *self.workers, *self.restarts, *avoid, *self.ended}
@@ -440,7 +440,7 @@ class Supervisor:
                                    avoid.get(key), self.starts.waiting.get(key, ()), key in self.ended)
                   for key in keys}
         print(render(list(self.shards.progress.values()), states, len(self.leases.held), now,
-                     legend=not self.views), flush=True)
+                     legend=not self.views, stopped=stopped), flush=True)
         self.views += 1
 
     # -- the graceful stop ------------------------------------------------------------
@@ -469,7 +469,7 @@ class Supervisor:
             self.log.info("released lease %s (checkpoint %s)", key,
                           self.workers[key].progress.checkpoint if key in self.workers else "-")
         if self.progress_every_s:
-            self.show_progress()  # the final figures, after the last checkpoints
+            self.show_progress(stopped=True)  # the final figures, after the last checkpoints
         self.shards.finish(self.wait)
         if self.metrics_link is not None:
             self.metrics_link.flush(2.0)

@@ -82,9 +82,10 @@ def shard_state(running: bool, restart: tuple[int, float] | None, max_restarts: 
 
 
 def render(shards: Sequence[ShardProgress], states: Mapping[str, str], held: int, now: float,
-           legend: bool = False) -> str:
+           legend: bool = False, stopped: bool = False) -> str:
     """A small fixed-width table, one line a shard (those in ``states``), then the totals
-    (every shard seen here), and a banner when nothing is processing."""
+    (every shard seen here), and a banner when nothing is processing (``stopped``: the last
+    view, after the leases were released, says so instead)."""
     lines = [LEGEND] if legend else []
     lines.append(f"{'shard':<24}{'records':>10}{'rec/s':>10}{'behind ms':>11}  {'checkpoint':<28}state")
     rates = {p.shard_id: p.rate(now) for p in shards}  # every shard's, so one that leaves the view skews nothing
@@ -98,7 +99,9 @@ def render(shards: Sequence[ShardProgress], states: Mapping[str, str], held: int
     total = sum(p.delivered for p in shards)
     lines.append(f"{'total (' + str(held) + ' leases)':<24}{total:>10}{total_rate:>10.0f}")
     running = sum(1 for state in states.values() if state == "running")
-    if not running and held:
+    if stopped:
+        lines.append("(the last figures: this host stopped and released its leases)")
+    elif not running and held:
         lines.append(f"!! nothing is processing: {held} leases held, no processor running "
                      "(the log says why; kcl-mp leases shows the table)")
     elif not held:
