@@ -88,3 +88,29 @@ def test_a_crash_loop_is_shown_and_its_lease_left_alone(tmp_path, kinesis, dynam
     # one for the loop's first failure, one summing it up at the release: each with the shard
     assert len(errors) == 2 and all(f"shard={FAULTY}" in line for line in errors), errors
     assert "the processor failed: processor for" in errors[0] and "exited with status 3" in errors[0], errors
+
+
+def test_leases_reaches_a_running_embedded_daemon_at_once(tmp_path, unique_name):
+    """``kcl-mp --embedded`` says where its emulator is; ``kcl-mp leases --embedded`` reads it and
+    prints without waiting; once the daemon stops, the command says none is running."""
+    props = write_properties(tmp_path / "app.properties", executableName=f"{sys.executable} {RECORDER}",
+                             streamName=unique_name, applicationName=unique_name, regionName="us-east-1",
+                             failoverTimeMillis=3000, metricsLevel="NONE")
+    daemon = Daemon(props, tmp_path / "host.log", "--embedded", "--embedded-shards", "2", "--set",
+                    "workerId=host-e", env={"RECORDER_DIR": str(tmp_path)})
+    leases = [sys.executable, "-m", "kcl_mp", "leases", "-p", str(props), "--embedded"]
+    shown: list[subprocess.CompletedProcess] = []
+
+    def both_held() -> bool:
+        shown.append(subprocess.run(leases, cwd=ROOT, capture_output=True, text=True, timeout=30))
+        return f"lease table {unique_name}: 2 leases (2 active, 0 finished) on 1 workers" in shown[-1].stdout
+
+    try:
+        wait_until(lambda: "its endpoint is in" in daemon.output(), 60, "the embedded emulator")
+        wait_until(both_held, 60, "the host's two leases in kcl-mp leases", interval=1.0)
+        assert "watching" not in shown[-1].stderr  # at once: expiry only with --wait
+        daemon.stop_gracefully()
+    finally:
+        daemon.kill()
+    gone = subprocess.run(leases, cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert gone.returncode == 1 and f"no kcl-mp --embedded is running for applicationName {unique_name}" in gone.stderr
