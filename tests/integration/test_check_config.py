@@ -61,11 +61,17 @@ def failure(run: subprocess.CompletedProcess, call: str) -> tuple[str, str]:
     return lines[at], lines[at + 1] if at + 1 < len(lines) else ""
 
 
-def test_a_missing_processor(app):
-    run = check_config(app(executableName="./no-such-processor.py --flag"))
+@pytest.mark.parametrize("keys, call, named, fix", [
+    ({"executableName": "./no-such-processor.py --flag"}, "start the processor",
+     ("executableName", "no-such-processor.py"), "install it, or name it by its absolute path"),
+    ({"streamName": "no-such-stream"}, "kinesis:DescribeStreamSummary",
+     ("streamName", "ResourceNotFoundException"), "create the stream, or correct streamName"),
+], ids=["a missing processor", "a stream that does not exist"])
+def test_a_named_failure(app, keys, call, named, fix):
+    run = check_config(app(**keys))
     assert run.returncode == 1, run.stdout
-    line, fix = failure(run, "start the processor")
-    assert "executableName" in line and "no-such-processor.py" in line and "fix:" in fix, run.stdout
+    line, fix_line = failure(run, call)
+    assert all(word in line for word in named) and fix in fix_line, run.stdout
 
 
 def test_a_processor_failing_the_protocol(app, tmp_path):
@@ -84,13 +90,6 @@ def test_unreachable_dynamodb(app):
     line, fix = failure(run, "dynamodb:DescribeTable")
     assert f"check that {closed} is reachable" in fix, run.stdout
     assert "kinesis:ListShards" in run.stdout  # Kinesis was checked all the same
-
-
-def test_a_stream_that_does_not_exist(app):
-    run = check_config(app(streamName="no-such-stream"))
-    assert run.returncode == 1, run.stdout
-    line, fix = failure(run, "kinesis:DescribeStreamSummary")
-    assert "streamName" in line and "ResourceNotFoundException" in line and "create the stream" in fix, run.stdout
 
 
 def test_an_iam_policy_missing_one_action(app, moto_url):
