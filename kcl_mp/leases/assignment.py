@@ -259,9 +259,11 @@ def plan_assignment(leases: Sequence[LeaseLoad], workers: Sequence[WorkerLoad], 
         moves.append(Move(key, frm, to, handoff=True))
         handoffs += 1
     counts = {w: len(books.held[w]) for w in ids}
+    waiting = sum(1 for key in spill if released.get(key))
     reason = (f"{len(leases)} leases, {len(ids)} workers: assigned {len(moves) - handoffs}, "
-              f"handed over {handoffs}, spilled {len(spill)}; leases per worker "
-              f"{min(counts.values())}..{max(counts.values())}")
+              f"handed over {handoffs}, spilled {len(spill)}"
+              + (f" ({waiting} given up by the only workers that could take it: it waits)" if waiting else "")
+              + f"; leases per worker {min(counts.values())}..{max(counts.values())}")
     return AssignmentPlan(tuple(moves), tuple(sorted(spill)), counts, reason)
 
 
