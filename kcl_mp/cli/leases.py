@@ -155,6 +155,11 @@ def changes(before: Report | None, after: Report) -> dict[str, str]:
     return out
 
 
+STATES = ("states: held (its owner renews it; 'waits for its parents' until they reach SHARD_END), unowned "
+          "(released, or never taken; 'released by' a host after repeated processor failures), expired (its counter "
+          "stood still for failoverTimeMillis), finished (SHARD_END), handoff old -> new")
+
+
 def render(report: Report, moved: Mapping[str, str] | None = None) -> str:
     active = len(report.leases) - report.finished
     spread = "-" if report.spread is None else str(report.spread)
@@ -165,6 +170,7 @@ def render(report: Report, moved: Mapping[str, str] | None = None) -> str:
         lines.extend(f"{owner:<40} {count:>6}" for owner, count in report.workers.items())
     expired = str(report.expired) if report.watched_s else "not measured (--wait SECONDS measures it)"
     lines.append(f"unowned: {report.unowned}   expired: {expired}   handoffs in progress: {report.handoffs}")
+    lines.append(STATES)
     lines.append(f"{'lease':<28} {'owner':<28} {'counter':>8}  {'checkpoint':<28} {'parents':<28} state")
     for row in report.leases:
         note = f"   <- {moved[row.key]}" if moved and row.key in moved else ""
