@@ -9,8 +9,9 @@ configuration needs, writing nothing:
 
     kinesis   DescribeStreamSummary, ListShards, GetShardIterator (no record read);
               FANOUT: DescribeStreamConsumer (the consumer registration is not tried)
-    dynamodb  DescribeTable (a missing table is created at start: CreateTable is then needed),
-              Scan (one item); PutItem, UpdateItem, DeleteItem on a key no lease has, each
+    dynamodb  on the lease table, then the KCL 3.x coordinator-state and worker-metrics tables:
+              DescribeTable (a missing table is created at start: CreateTable is then needed),
+              Scan (one item); PutItem, UpdateItem, DeleteItem on a key no row has, each
               conditioned on that item existing: DynamoDB checks the permission first, then
               refuses the write (ConditionalCheckFailed is the good answer), so nothing is written
     cloudwatch PutMetricData with no datum, when metricsLevel is not NONE: the permission is
@@ -116,14 +117,14 @@ def failed(key: str, call: str, endpoint: str, exc: BaseException, fix_missing: 
 
 
 def _aws(findings: list[Finding], key: str, call: str, endpoint: str, ok: Callable[[Any], str],
-         action: Callable[[], Any], expected: str | None = None, fix_missing: str = "") -> Any:
+         action: Callable[[], Any], expected: str | None = None, fix_missing: str = "", on: str = "") -> Any:
     """Make one call; add its finding. ``expected``: the error code that means the call is
-    allowed (a conditional write that found no item). The answer, or None when it failed."""
+    allowed (a conditional write that found no item) on ``on``. The answer, or None when it failed."""
     try:
         answer = action()
     except AWS_ERRORS as exc:
         if expected is not None and error_code(exc) == expected:
-            findings.append(Finding("ok", key, call, "allowed (checked without writing)"))
+            findings.append(Finding("ok", key, call, f"allowed on {on} (checked without writing)"))
             return True
         findings.append(failed(key, call, endpoint, exc, fix_missing))
         return None
@@ -168,39 +169,55 @@ def check_kinesis(config: Config, findings: list[Finding]) -> None:
 
 
 def check_dynamodb(config: Config, findings: list[Finding]) -> None:
+    """The lease table, then the KCL 3.x coordinator-state and worker-metrics tables (every
+    host reads the fleet's client version there, whatever its clientVersionConfig)."""
     dynamodb = aws_client("dynamodb", config.dynamodb, limits=LIMITS)
+    app = config.application_name
+    for key, table, hash_key in (
+            ("tableName" if config.lease.table_name != app else "applicationName", config.lease.table_name,
+             "leaseKey"),
+            ("coordinatorStateTableName", config.kcl3.coordinator_state_table_name or f"{app}-CoordinatorState",
+             "key"),
+            ("workerMetricsTableName", config.kcl3.worker_metrics_table_name or f"{app}-WorkerMetricStats", "wid")):
+        if not check_table(dynamodb, findings, key, table, hash_key):
+            return  # the next tables would only repeat it
+
+
+def check_table(dynamodb: Any, findings: list[Finding], key: str, table: str, hash_key: str) -> bool:
+    """DescribeTable, Scan, and the three writes conditioned on an item that does not exist.
+    False when DynamoDB cannot be reached or the table is not what the key says."""
     endpoint = dynamodb.meta.endpoint_url
-    table = config.lease.table_name
-    key = "leaseTableName" if table != config.application_name else "applicationName"
     try:
         described = dynamodb.describe_table(TableName=table)["Table"]
     except AWS_ERRORS as exc:
         if error_code(exc) == "ResourceNotFoundException":
-            findings.append(Finding("warn", key, "dynamodb:DescribeTable",
-                                    f"no lease table {table} yet: the first host creates it",
-                                    "allow dynamodb:CreateTable for the first host (or create the table with "
-                                    "leaseKey as its string hash key)"))
-            return
+            findings.append(Finding("warn", key, "dynamodb:DescribeTable", f"no table {table} yet: the first host "
+                                    "creates it", f"allow dynamodb:CreateTable for the first host (or create {table} "
+                                    f"with {hash_key} as its string hash key)"))
+            return True
         findings.append(failed(key, "dynamodb:DescribeTable", endpoint, exc))
-        return
-    hash_key = next((k["AttributeName"] for k in described.get("KeySchema", []) if k["KeyType"] == "HASH"), None)
-    if hash_key != "leaseKey":
+        return False
+    found = next((k["AttributeName"] for k in described.get("KeySchema", []) if k["KeyType"] == "HASH"), None)
+    if found != hash_key:
         findings.append(Finding("FAIL", key, "dynamodb:DescribeTable",
-                                f"table {table} has hash key {hash_key}, not leaseKey: not a KCL lease table",
+                                f"table {table} has hash key {found}, not {hash_key}: not the table kcl-mp expects",
                                 f"name another table in {key}"))
-        return
-    findings.append(Finding("ok", key, "dynamodb:DescribeTable", f"lease table {table} is {described['TableStatus']}"))
-    probe = {"leaseKey": {"S": PROBE_KEY}}
-    exists = {"ConditionExpression": "attribute_exists(leaseKey)"}
-    _aws(findings, key, "dynamodb:Scan", endpoint, lambda _: "allowed",
+        return False
+    findings.append(Finding("ok", key, "dynamodb:DescribeTable", f"table {table} is {described['TableStatus']}"))
+    probe = {hash_key: {"S": PROBE_KEY}}
+    exists = {"ConditionExpression": "attribute_exists(#k)", "ExpressionAttributeNames": {"#k": hash_key}}
+    _aws(findings, key, "dynamodb:Scan", endpoint, lambda _: f"allowed on {table}",
          lambda: dynamodb.scan(TableName=table, Limit=1, ConsistentRead=True))
     for call, action in (
             ("dynamodb:PutItem", lambda: dynamodb.put_item(TableName=table, Item=probe, **exists)),
             ("dynamodb:UpdateItem", lambda: dynamodb.update_item(
-                TableName=table, Key=probe, UpdateExpression="SET leaseCounter = :c",
-                ExpressionAttributeValues={":c": {"N": "0"}}, **exists)),
+                TableName=table, Key=probe, UpdateExpression="SET #p = :p",
+                ExpressionAttributeValues={":p": {"S": "probe"}},
+                **{**exists, "ExpressionAttributeNames": {"#k": hash_key, "#p": "kclmpProbe"}})),
             ("dynamodb:DeleteItem", lambda: dynamodb.delete_item(TableName=table, Key=probe, **exists))):
-        _aws(findings, key, call, endpoint, lambda _: "allowed", action, expected="ConditionalCheckFailedException")
+        _aws(findings, key, call, endpoint, lambda _: "allowed", action, expected="ConditionalCheckFailedException",
+             on=table)
+    return True
 
 
 def check_cloudwatch(config: Config, findings: list[Finding]) -> None:
