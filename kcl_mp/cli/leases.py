@@ -26,12 +26,14 @@ terminal. ``summarize`` and ``changes`` are pure; ``main`` does the I/O.
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -244,6 +246,12 @@ def _emulator(args: argparse.Namespace) -> dict[str, str]:
         except FileNotFoundError:
             raise ConfigError(f"--embedded: no kcl-mp --embedded is running for applicationName {name} "
                               f"(it writes its endpoint to {path}); start it, or pass --endpoint URL") from None
+        parsed = urlsplit(url)
+        try:
+            socket.create_connection((parsed.hostname or embedded.LOOPBACK, parsed.port or 80), timeout=2).close()
+        except OSError:
+            raise ConfigError(f"--embedded: {path} names {url}, which does not answer: the kcl-mp --embedded that "
+                              "wrote it was killed; start it again, or pass --endpoint URL") from None
     return embedded.embedded_overrides(url)
 
 
