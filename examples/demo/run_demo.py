@@ -62,6 +62,14 @@ def main() -> int:
             os.killpg(daemon.pid, signal.SIGKILL)
             code = daemon.wait(10)
         print(f"kcl-mp exited with status {code}")
+        print(NEXT_STEPS.format(properties=args.properties))
+
+
+NEXT_STEPS = """next steps:
+  while a demo runs: kcl-mp leases -p {properties} --embedded --watch   (the lease table, live)
+  your processor:    kcl-mp check-processor -- python your_app.py       (the multilang conformance kit)
+  on AWS, per host:  kcl-mp check-config -p app.properties               (the pre-flight: nothing written)
+  then docs/migration.md (moving a Java fleet, host by host) and docs/deploy.md (systemd, containers)"""
 
 
 def run(args: argparse.Namespace, url: str, daemon: subprocess.Popen, stop: dict, stream: str, table: str) -> int:

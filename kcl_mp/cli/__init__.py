@@ -5,6 +5,7 @@
     kcl-mp -p app.properties --embedded           on a local moto server, no AWS account
     kcl-mp leases -p app.properties [--json]      the lease table: per worker, per lease
     kcl-mp check-processor -- CMD ARGS            the multilang conformance kit, on any processor
+    kcl-mp check-config -p app.properties         the pre-flight: properties, processor, AWS access
     kcl-mp --version
 
 Accepts the Java daemon's spellings (``--properties-file``, ``-p``, a positional file,
@@ -24,9 +25,11 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 from kcl_mp import __version__, logs
 from kcl_mp.config import Config, load_config
+from kcl_mp.config.load import parse_overrides
 from kcl_mp.errors import EXIT_CONFIG, EXIT_INTERNAL, EXIT_USAGE, ConfigError, KclMpError
 
 log = logging.getLogger("kcl_mp.cli")
@@ -36,6 +39,7 @@ COMMANDS = (
     ("(none)", "run a worker, as the Java MultiLangDaemon: kcl-mp --properties app.properties"),
     ("leases", "the lease table, per worker and per lease: kcl-mp leases -p app.properties"),
     ("check-processor", "the multilang conformance kit on a processor: kcl-mp check-processor -- CMD ARGS"),
+    ("check-config", "a host's pre-flight, nothing written: kcl-mp check-config -p app.properties"),
 )
 EXAMPLES = """\
 examples:
@@ -50,7 +54,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="kcl-mp",
         usage="kcl-mp [--properties FILE | FILE] [options]\n"
               "       kcl-mp leases --properties FILE [--json] [--watch [SECONDS]]\n"
-              "       kcl-mp check-processor [options] -- COMMAND [ARGS...]",
+              "       kcl-mp check-processor [options] -- COMMAND [ARGS...]\n"
+              "       kcl-mp check-config --properties FILE [--set KEY=VALUE] [--endpoint URL]",
         description="A KCL MultiLangDaemon in Python: the same properties file, lease table and processors.\n\n"
                     f"commands:\n{commands}\n  'kcl-mp COMMAND --help' shows a command's options and examples.",
         epilog=EXAMPLES,
@@ -84,26 +89,20 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _overrides(pairs: Sequence[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
-        out[key.strip()] = value
-    return out
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; the one place a kcl-mp error becomes an exit status (``fail``)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] in (["leases"], ["check-processor"]):
+    if argv[:1] in (["leases"], ["check-processor"], ["check-config"]):
         logs.setup(os.environ.get("KCL_MP_LOG_LEVEL", "WARNING"), "text")
         try:
             if argv[0] == "leases":
                 from kcl_mp.cli import leases
 
                 return leases.main(argv[1:])
+            if argv[0] == "check-config":
+                from kcl_mp.cli import check_config
+
+                return check_config.main(argv[1:])
             from kcl_mp.cli import check_processor
 
             return check_processor.main(argv[1:])
@@ -146,8 +145,9 @@ def run(args: argparse.Namespace, path: str) -> int:
     """The daemon: load the configuration (on the embedded server if asked), check it can
     start, run the supervisor until it stops. Errors raise."""
     emulator = None
+    endpoint: Path | None = None
     try:
-        overrides = _overrides(args.set)
+        overrides = parse_overrides(args.set)
         if args.metrics_port is not None:
             overrides["kclmp.metricsPort"] = str(args.metrics_port)
         if args.metrics_address:
@@ -162,6 +162,10 @@ def run(args: argparse.Namespace, path: str) -> int:
         if emulator is not None:
             from kcl_mp.aws.clients import client as aws_client
 
+            endpoint = embedded.endpoint_file(config.application_name)
+            endpoint.write_text(emulator.url + "\n")
+            log.info("its endpoint is in %s: kcl-mp leases -p %s --embedded reads it", endpoint, path)
+
             if embedded.ensure_stream(aws_client("kinesis", config.kinesis), config.stream_name, args.embedded_shards):
                 log.info("created stream %s with %d shards", config.stream_name, args.embedded_shards)
         check_startable(config)
@@ -172,6 +176,8 @@ def run(args: argparse.Namespace, path: str) -> int:
     finally:
         if emulator is not None:
             emulator.stop()
+            if endpoint is not None:
+                endpoint.unlink(missing_ok=True)
 
 
 def fail(exc: KclMpError, json_logs: bool = False) -> int:

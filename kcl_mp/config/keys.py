@@ -226,6 +226,8 @@ KEYS: tuple[Key, ...] = (
     _k(_KCLMP + "processorStderrBytesPer10s", integer(0, INT_MAX), 10 << 20,
        "bytes of a processor's stderr lines logged per 10 s; the rest counted and reported (0: no limit)",
        "processor.stderr_bytes_per_10s"),
+    _k(_KCLMP + "processorStderrLevel", choice("DEBUG", "INFO", "WARNING", "ERROR"), "WARNING",
+       "the level a processor's stderr lines are logged at (Java: ERROR)", "processor.stderr_level"),
     _k(_KCLMP + "workerProcesses", integer(1, 1024), None,
        "pool processes driving this host's shards, each many (unset: one per CPU core)",
        "processor.worker_processes"),

@@ -13,7 +13,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,17 @@ def _shown(name: str, raw: str) -> str:
     if values.canonical_credential_key(name):
         return re.sub(r"\|[^,]*", "|...", raw)
     return _SECRET.sub("<redacted>", raw)
+
+
+def parse_overrides(pairs: Sequence[str]) -> dict[str, str]:
+    """The command line's ``--set KEY=VALUE`` pairs, as ``load_config``'s overrides."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
 
 
 def load_config(

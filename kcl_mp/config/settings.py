@@ -146,6 +146,7 @@ class ProcessorSettings:
     memory_limit_mb: int = 0  # restart a processor whose process tree's RSS exceeds this (0: no limit)
     stderr_lines_per_10s: int = 10000  # stderr lines logged per 10 s; the rest are counted (0: no limit)
     stderr_bytes_per_10s: int = 10 << 20  # and their bytes (0: no limit)
+    stderr_level: str = "WARNING"  # the level its stderr lines are logged at (the Java daemon: ERROR)
     worker_processes: int | None = None  # pool processes driving the shards (None: one per CPU core)
 
 

@@ -19,7 +19,9 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from kcl_mp.errors import DependencyError
 
@@ -126,6 +128,16 @@ def wait_active(kinesis: Any, name: str, wait_s: float = 60.0) -> None:
             return
         time.sleep(0.1)
     raise DependencyError(f"stream {name} not ACTIVE after {wait_s:.0f} s")
+
+
+def endpoint_file(application_name: str) -> Path:
+    """Where ``kcl-mp --embedded`` writes its emulator's URL while it runs, so that ``kcl-mp
+    leases --embedded`` (and a person: ``cat`` it) finds the emulator of that application.
+
+    >>> endpoint_file("my app").name
+    'kcl-mp-embedded-my%20app.url'
+    """
+    return Path(tempfile.gettempdir()) / f"kcl-mp-embedded-{quote(application_name, safe='')}.url"
 
 
 def embedded_overrides(url: str) -> dict[str, str]:

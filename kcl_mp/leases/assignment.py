@@ -32,6 +32,10 @@ into a plan of conditional writes, as the Java KCL's LeaseAssignmentManager does
    owner: ``settling()``) stay put, and no lease goes back to a worker in ``left[key]``
    (the workers the leader handed it away from), whatever the metrics say next: capacities
    measured from CPU change between rounds, and ``left`` keeps that from undoing a move.
+5. *Released*: a lease a worker gave up after kclmp.processorMaxRestarts failures (``released``:
+   lease -> the workers that gave it up, until the time they asked for) goes to none of them,
+   not even when nobody else can take it: then it is spilled over and waits. The worker's
+   promise to leave it alone holds whoever leads, itself included.
 
 Why it settles and never undoes a move: with fixed capacities the reverse move would need
 ``load_a / c_a < (load_b + w) / c_b``, the negation of the move's own condition; every move
@@ -209,9 +213,10 @@ class _Books:
 def plan_assignment(leases: Sequence[LeaseLoad], workers: Sequence[WorkerLoad], settings: AssignmentSettings,
                     rng: random.Random, settling: Set[str] = frozenset(),
                     left: Mapping[str, Set[str]] | None = None, unmeasured: Set[str] = frozenset(),
-                    rebalance: bool = True) -> AssignmentPlan:
+                    rebalance: bool = True, released: Mapping[str, Set[str]] | None = None) -> AssignmentPlan:
     """One round of the leader's assignment (the module docstring has the rule); ``rebalance``
     False: steps 1-3 only (the leader's assignment-only round between its rounds)."""
+    released = released or {}
     ids = sorted({w.worker_id for w in workers})
     if not ids:
         return AssignmentPlan((), tuple(sorted(lease.key for lease in leases)), {}, "no live worker")
@@ -234,8 +239,8 @@ def plan_assignment(leases: Sequence[LeaseLoad], workers: Sequence[WorkerLoad], 
     rng.shuffle(pool)  # equal weights: no bias by key from round to round
     for lease in sorted(pool, key=lambda lease: -books.weight[lease.key]):
         w = books.weight[lease.key]
-        others = [x for x in ids if x not in books.suspects and books.room(x, lease.key)]
-        candidates = others or [x for x in ids if books.room(x, lease.key)]
+        allowed = [x for x in ids if x not in released.get(lease.key, ()) and books.room(x, lease.key)]
+        candidates = [x for x in allowed if x not in books.suspects] or allowed
         if not candidates:
             spill.append(lease.key)
             continue
@@ -245,7 +250,8 @@ def plan_assignment(leases: Sequence[LeaseLoad], workers: Sequence[WorkerLoad], 
 
     handoffs = 0
     for _ in range(len(leases) + 1 if rebalance else 0):  # each move lowers the sum of squared fills
-        move = _next_handoff(books, settling | {m.key for m in moves}, left or {})
+        move = _next_handoff(books, settling | {m.key for m in moves},
+                             {k: {*(left or {}).get(k, ()), *released.get(k, ())} for k in {*(left or {}), *released}})
         if move is None:
             break
         key, frm, to = move
@@ -253,9 +259,11 @@ def plan_assignment(leases: Sequence[LeaseLoad], workers: Sequence[WorkerLoad], 
         moves.append(Move(key, frm, to, handoff=True))
         handoffs += 1
     counts = {w: len(books.held[w]) for w in ids}
+    waiting = sum(1 for key in spill if released.get(key))
     reason = (f"{len(leases)} leases, {len(ids)} workers: assigned {len(moves) - handoffs}, "
-              f"handed over {handoffs}, spilled {len(spill)}; leases per worker "
-              f"{min(counts.values())}..{max(counts.values())}")
+              f"handed over {handoffs}, spilled {len(spill)}"
+              + (f" ({waiting} given up by the only workers that could take it: it waits)" if waiting else "")
+              + f"; leases per worker {min(counts.values())}..{max(counts.values())}")
     return AssignmentPlan(tuple(moves), tuple(sorted(spill)), counts, reason)
 
 

@@ -422,13 +422,15 @@ class LeaseCoordinator:
 
     def give_up(self, key: str) -> float:
         """Release a lease whose processor keeps failing here, and leave it alone for a while
-        (two take intervals, at least a minute) so another host takes it. The cool-down, s."""
+        (two take intervals, at least a minute) so another host takes it. The cool-down, s.
+        The write says so in the lease (``table.give_up``), so a 3.x leader, this host
+        included, assigns it to another worker meanwhile, or leaves it unowned."""
         cooldown = max(GIVE_UP_COOLDOWN_S, 2 * self.config.lease.take_interval_s)
         self.avoid[key] = self.clock() + cooldown
         self.held.pop(key, None)
         self.metrics.add("leases_released", 1)
         try:
-            self.table.release(key, self.me)
+            self.table.give_up(key, self.me, int((self.wall() + cooldown) * 1000))
         except DependencyError as exc:
             self.log.warning("releasing lease %s failed (%s); it will expire instead", key, exc)
         return cooldown

@@ -64,7 +64,7 @@ from kcl_mp.leases import assignment, balance, client_version, fleet_metrics, ho
 from kcl_mp.leases.client_version import ClientVersion, Role
 from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables
 from kcl_mp.leases.leader import LeaderElection, LeaderLock
-from kcl_mp.leases.lease import Lease
+from kcl_mp.leases.lease import Lease, released_by
 from kcl_mp.leases.rows import WorkerMetrics
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.leases.table_migration_io import TableMigrator
@@ -377,9 +377,11 @@ class Fleet3:
         unstarted = assignment.settling(self.written, leases)
         self.left = {k: v for k, v in self.left.items() if self.rounds - v[0] < LEFT_ROUNDS and k in leases}
         # leases moved within LEFT_ROUNDS rounds count at the average throughput (a catch-up burst)
+        now_ms = int(self.wall() * 1000)
+        released = {key: {by} for key, seen_lease in leases.items() if (by := released_by(seen_lease, now_ms))}
         plan = assignment.plan_assignment(loads, workers, self.assignment, self.rng, unstarted,
                                           {k: frozenset(v[1]) for k, v in self.left.items()}, set(self.left),
-                                          rebalance=due)
+                                          rebalance=due, released=released)
         self.spilled = frozenset(plan.spillover)
         for move in plan.moves:
             if done := self._write(move, leases[move.key]):
@@ -406,7 +408,7 @@ class Fleet3:
             self.log.warning("table migration: %s", exc)
             return
         if step.kind != "none":
-            self.log.info("table migration: %s %s (%s)", step.kind, step.status or "", step.why)
+            self.log.info("%s", step.words())
         if step.kind == "complete":
             self._relocate("by this leader" if step.status else step.why)
 

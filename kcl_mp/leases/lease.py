@@ -42,6 +42,10 @@ STARTING_HASH_KEY = "startingHashKey"
 ENDING_HASH_KEY = "endingHashKey"
 CHECKPOINT_OWNER = "checkpointOwner"
 THROUGHPUT_KBPS = "throughputKBps"
+# kcl-mp's own, written by a host that gave a lease up after kclmp.processorMaxRestarts failures
+# (``table.give_up``); a Java worker ignores them, a 3.x leader reads them (``released_by``).
+RELEASED_BY = "kclmpReleasedBy"
+RELEASED_UNTIL = "kclmpReleasedUntilMillis"
 
 # KCL 3.5 (EntityType) marks every row of the lease table with its kind; a lease's is LEASE,
 # and a row without one is a lease written before 3.5.
@@ -211,3 +215,20 @@ class Lease:
         if self.checkpoint_owner is not None:
             item[CHECKPOINT_OWNER] = {"S": self.checkpoint_owner}
         return item
+
+
+def released_by(lease: Lease, now_ms: int) -> str | None:
+    """The worker that gave ``lease`` up and asked to be left out of it until a time not yet
+    passed (epoch ms; ``table.give_up``), or None.
+
+    >>> lease = Lease("s0", None, 3, extra={RELEASED_BY: {"S": "a"}, RELEASED_UNTIL: {"N": "2000"}})
+    >>> released_by(lease, 1000), released_by(lease, 2000)
+    ('a', None)
+    """
+    by, until = lease.extra.get(RELEASED_BY), lease.extra.get(RELEASED_UNTIL)
+    if not (isinstance(by, Mapping) and isinstance(until, Mapping)):
+        return None
+    try:
+        return str(by["S"]) if int(until["N"]) > now_ms else None
+    except (KeyError, ValueError):
+        return None

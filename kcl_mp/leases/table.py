@@ -23,6 +23,9 @@ each write is also conditioned on the item being a lease, as the paragraph after
                                 SET leaseOwner = :old  REMOVE checkpointOwner
     release         UpdateItem  leaseOwner = :me AND attribute_not_exists(checkpointOwner)
                                 REMOVE leaseOwner  ADD leaseCounter 1
+    give up         UpdateItem  as release, and SET kclmpReleasedBy = :me,
+                                kclmpReleasedUntilMillis = :until (kcl-mp's own attributes:
+                                the 3.x leader assigns it to another worker until then)
     checkpoint      UpdateItem  holds AND open
                                 SET checkpoint, checkpointSubSequenceNumber,
                                 ownerSwitchesSinceCheckpoint = 0
@@ -81,6 +84,8 @@ from kcl_mp.leases.lease import (
     PENDING_CHECKPOINT,
     PENDING_CHECKPOINT_STATE,
     PENDING_CHECKPOINT_SUB,
+    RELEASED_BY,
+    RELEASED_UNTIL,
     Lease,
     not_a_lease,
 )
@@ -303,6 +308,22 @@ class LeaseTable:
                 {"#o": LEASE_OWNER, "#co": CHECKPOINT_OWNER, "#c": LEASE_COUNTER},
                 {":me": {"S": owner}, ":one": {"N": "1"}},
                 f"releasing lease {key}",
+            )
+            is not None
+        )
+
+    def give_up(self, key: str, owner: str, until_ms: int) -> bool:
+        """Release a lease whose processor kept failing here, saying until when this worker
+        should not get it back (``lease.released_by``)."""
+        return (
+            self._update(
+                key,
+                "REMOVE #o SET #rb = :me, #ru = :until ADD #c :one",
+                "#o = :me AND attribute_not_exists(#co)",
+                {"#o": LEASE_OWNER, "#co": CHECKPOINT_OWNER, "#c": LEASE_COUNTER, "#rb": RELEASED_BY,
+                 "#ru": RELEASED_UNTIL},
+                {":me": {"S": owner}, ":one": {"N": "1"}, ":until": {"N": str(until_ms)}},
+                f"giving lease {key} up",
             )
             is not None
         )

@@ -154,6 +154,18 @@ class Step:
     why: str = ""
 
 
+    def words(self) -> str:
+        """The step as the leader's log line says it.
+
+        >>> Step("write", "TABLE_MIGRATION_STATUS_DEPLOYED", "TABLE_MIGRATION_STATUS_INIT", "INIT baked 60 s").words()
+        'table migration: status TABLE_MIGRATION_STATUS_DEPLOYED (INIT baked 60 s)'
+        """
+        what = {"delete": "held back, its stored status deleted, as Java's leader does",
+                "move": f"moving the coordinator-state rows into the lease table, then status {self.status}",
+                "complete": "COMPLETE: the fleet uses the lease table alone"}.get(self.kind, f"status {self.status}")
+        return f"table migration: {what} ({self.why})"
+
+
 NONE = Step("none")
 
 
@@ -164,7 +176,11 @@ def leader_step(local: str, stored: CoordinatorState | None, summary: Summary, o
     value = stored.value if stored is not None else None
     if local == INIT:
         if not summary.min_support_met:
-            return Step("delete", why="a lease owner lacks support code 1") if value is not None else NONE
+            if value is None:
+                return NONE
+            lacking = ", ".join(sorted(summary.unexpired_owners - summary.supporting)) or "nobody holds a lease yet"
+            return Step("delete", why=f"not every worker holding leases supports it yet ({lacking}: no support code "
+                                      "1 in a fresh worker-metrics item, as Java 3.5 writes)")
         if value is None:
             return Step("write", INIT, None, "every lease owner supports the single table")
         if value == INIT and stored is not None and now_ms // 1000 - stored.modified_at_ms // 1000 >= DEPLOYED_BAKE_S:

@@ -83,7 +83,8 @@ class ProcessorChild:
 
     def __init__(self, command: tuple[str, ...], shard_id: str, checkpointer: Checkpointer,
                  timeout_s: float | None, log: logging.LoggerAdapter | logging.Logger,
-                 stderr_lines_per_10s: int = LINES_PER_WINDOW, stderr_bytes_per_10s: int = BYTES_PER_WINDOW):
+                 stderr_lines_per_10s: int = LINES_PER_WINDOW, stderr_bytes_per_10s: int = BYTES_PER_WINDOW,
+                 stderr_level: int = logging.WARNING):
         self.command = tuple(command)
         self.shard_id = shard_id
         self.checkpointer = checkpointer
@@ -97,6 +98,7 @@ class ProcessorChild:
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self._tail_lock = threading.Lock()  # copying a deque while another thread appends raises
         self._stderr = StderrLines(stderr_lines_per_10s, bytes_per_window=stderr_bytes_per_10s)
+        self.stderr_level = stderr_level  # kclmp.processorStderrLevel
         self.stderr_dropped = 0  # stderr lines not logged so far (the stderr thread adds, others read)
         self._readers: list[threading.Thread] = []
         self._closed = False
@@ -421,9 +423,9 @@ class ProcessorChild:
             # a secret cut by a limit is no longer a whole secret: the scrubber is told where the cut is
             with self._tail_lock:
                 self._stderr_tail.append(redact_cut(event.text[:300]) if len(event.text) > 300 else event.text)
-            if event.logged:  # Java logs every stderr line at ERROR: "Received error line from subprocess [...]"
+            if event.logged:  # Java logs every stderr line at ERROR; here kclmp.processorStderrLevel says
                 text = redact_cut(event.text) if event.cut_bytes else event.text
-                self.log.error("processor stderr: %s", replace(event, text=text).render())
+                self.log.log(self.stderr_level, "processor stderr: %s", replace(event, text=text).render())
 
     def _log_limited(self, budget: LineBudget, stream: str, level: int, msg: str, *args: Any) -> None:
         allowed, dropped = budget.allow()

@@ -1,7 +1,8 @@
 """A processor's stderr as an operator expects it in the log: whole lines, within a budget.
 
-The Java daemon logs every stderr line of a processor whole, at ERROR. kcl-mp does the
-same, with two bounds that a processor stuck in a loop cannot break:
+The Java daemon logs every stderr line of a processor whole, at ERROR. kcl-mp logs them
+whole too, at ``kclmp.processorStderrLevel`` (WARNING unless set: a processor's ordinary
+logging is not an error), with two bounds that a processor stuck in a loop cannot break:
 
 - A line is kept up to ``MAX_LINE_BYTES`` (64 KiB). A longer one is logged cut, saying so
   and by how much (``... [cut: 134,464 more bytes]``); the rest of it is skipped, never

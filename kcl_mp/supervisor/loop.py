@@ -83,7 +83,7 @@ from kcl_mp.metrics.catalogue import Recorder, encode_samples
 from kcl_mp.retrieval import fanout
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.supervisor import restart_policy
-from kcl_mp.supervisor.progress import render
+from kcl_mp.supervisor.progress import render, shard_state
 from kcl_mp.supervisor.restart_policy import Action
 from kcl_mp.supervisor.shards import Shards, Worker
 from kcl_mp.supervisor.signals import SignalQueue, StartupInterrupted
@@ -121,6 +121,8 @@ class Supervisor:
         self.restarts = self.starts.restarts  # key -> Restart: shards waiting to be restarted
         self.counters: Counter[str] = Counter()  # events an operator should see (the metrics issue publishes them)
         self.steps = Steps(self.log, self.metrics, self.counters)
+        self.ended: set[str] = set()  # shards this host checkpointed at SHARD_END (the live view's "ended")
+        self.views = 0  # live views printed (the first has the legend)
         self.other_rows: frozenset[str] = frozenset()  # keys of the rows not leases, as last logged
         self.due: dict[str, float] = {}
         self.sync_failures = 0
@@ -386,11 +388,12 @@ class Supervisor:
                 self.restarts.pop(key, None)
                 self.log.info("shard %s %s", key, decision.why)
             case Action.FINISHED:
+                self.ended.add(key)
                 self.leases.shard_ended(key)
                 self.restarts.pop(key, None)
                 self.log.info("shard %s %s", key, decision.why)
             case Action.STOP_HOST:
-                self.log.error("%s: %s", key, decision.why)
+                self.log.error("shard %s: %s", key, decision.why, extra={"shard": key})
                 self.exit_code = EXIT_CONFIG
                 self.stopping = True
             case Action.RELEASE:
@@ -398,12 +401,15 @@ class Supervisor:
                 cooldown = self.leases.give_up(key)
                 self.log.error("shard %s: %s; %d failures in a row (kclmp.processorMaxRestarts = %d): released the "
                                "lease for another host to try; this host leaves it alone for %.0f s", key,
-                               decision.why, decision.attempts, limit, cooldown)
+                               decision.why, decision.attempts, limit, cooldown, extra={"shard": key})
             case Action.RESTART:
                 self.restarts[key] = Restart(decision.attempts, now + decision.delay_s)
                 self.metrics.add("processor_restarts", 1, key)
-                self.log.error("shard %s: %s; restart %d of %d in %.1f s from the last checkpoint", key, decision.why,
-                               decision.attempts, limit, decision.delay_s)
+                # One ERROR for the first failure in a row; the restarts after it are warnings, and
+                # the release (if it comes to that) sums the loop up in one ERROR more.
+                level = logging.ERROR if decision.attempts == 1 else logging.WARNING
+                self.log.log(level, "shard %s: %s; restart %d of %d in %.1f s from the last checkpoint", key,
+                             decision.why, decision.attempts, limit, decision.delay_s, extra={"shard": key})
 
     def _lost_wait_s(self) -> float:
         return (self.config.processor.timeout_s or 0) + LEASE_LOST_WAIT_S
@@ -424,8 +430,18 @@ class Supervisor:
                              self.stopping)
         self.metrics_link.send(orjson.dumps({"samples": encode_samples(self.metrics.drain()), **line}) + b"\n")
 
-    def show_progress(self) -> None:
-        print(render([w.progress for w in self.workers.values()], len(self.leases.held), self.clock()), flush=True)
+    def show_progress(self, stopped: bool = False) -> None:
+        now = self.clock()
+        avoid = {key: until - now for key, until in self.leases.avoid.items() if until > now}
+        keys = {*self.leases.held, *self.workers, *self.restarts, *avoid, *self.ended}
+        restarts = {key: (r.attempts, r.not_before - now) for key, r in self.restarts.items()
+                    if key not in self.workers}
+        states = {key: shard_state(key in self.workers, restarts.get(key), self.config.processor.max_restarts,
+                                   avoid.get(key), self.starts.waiting.get(key, ()), key in self.ended)
+                  for key in keys}
+        print(render(list(self.shards.progress.values()), states, len(self.leases.held), now,
+                     legend=not self.views, stopped=stopped), flush=True)
+        self.views += 1
 
     # -- the graceful stop ------------------------------------------------------------
 
@@ -453,7 +469,7 @@ class Supervisor:
             self.log.info("released lease %s (checkpoint %s)", key,
                           self.workers[key].progress.checkpoint if key in self.workers else "-")
         if self.progress_every_s:
-            self.show_progress()  # the final figures, after the last checkpoints
+            self.show_progress(stopped=True)  # the final figures, after the last checkpoints
         self.shards.finish(self.wait)
         if self.metrics_link is not None:
             self.metrics_link.flush(2.0)

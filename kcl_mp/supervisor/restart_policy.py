@@ -38,8 +38,10 @@ from enum import Enum
 
 from kcl_mp.backoff import Backoff
 from kcl_mp.config import ProcessorSettings
-from kcl_mp.errors import EXIT_OK
+from kcl_mp.errors import EXIT_DEPENDENCY, EXIT_OK, EXIT_PROCESSOR
 
+# A shard worker's exit status, in words (errors.EXIT_*): what the operator reads.
+ENDED = {EXIT_PROCESSOR: "the processor failed", EXIT_DEPENDENCY: "AWS kept failing"}
 RESTART_BACKOFF = Backoff(base_s=1.0, cap_s=60.0)
 HEALTHY_AFTER_S = 60.0  # a worker that ran this long resets its restart count
 
@@ -100,7 +102,8 @@ def after_exit(gone: Gone, attempts_before: int, settings: ProcessorSettings, rn
         why = "the processor did not checkpoint at the end of the shard; its children cannot start until it does"
     else:
         counted = "processor_failures"
-        why = f"shard worker exited with status {gone.code}: {gone.failure or 'no cause reported'}"
+        ended = ENDED.get(gone.code or 0, f"its shard worker ended with status {gone.code}")
+        why = f"{ended}: {gone.failure or 'no cause reported'}"
         if gone.broke_protocol and settings.on_failure == "EXIT":
             return Decision(Action.STOP_HOST, f"{why}; stopping this host (kclmp.processorFailure = EXIT, as the Java "
                             "daemon does)", (counted,))

@@ -50,6 +50,7 @@ class Shards:
         self.pools = Pools(config, log_level, log_format)
         self.log, self.metrics, self.clock = log, metrics, clock
         self.workers: dict[str, Worker] = {}
+        self.progress: dict[str, ShardProgress] = {}  # every shard driven here, kept across its restarts
         self.pool_exits = 0
 
     # -- messages in ------------------------------------------------------------------
@@ -109,7 +110,9 @@ class Shards:
     def start(self, key: str, checkpoint: ExtendedSequenceNumber, consumer_arn: str | None, renewed_at: float) -> None:
         pool = self.pools.place(key)
         pool.send(channel.Start(key, checkpoint, consumer_arn, renewed_at))
-        self.workers[key] = Worker(key, pool, self.clock(), ShardProgress(key), renewed_at=renewed_at)
+        progress = self.progress.setdefault(key, ShardProgress(key))
+        progress.restarted()
+        self.workers[key] = Worker(key, pool, self.clock(), progress, renewed_at=renewed_at)
         self.log.info("started shard worker for %s (pool process %d, pid %d)", key, pool.index, pool.pid)
 
     def tell(self, worker: Worker, command: Command) -> None:

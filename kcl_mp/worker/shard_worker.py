@@ -29,6 +29,7 @@ all (a configuration error: stop the host).
 
 from __future__ import annotations
 
+import logging
 import queue
 import time
 from collections.abc import Callable
@@ -132,6 +133,7 @@ class ShardWorker:
             log=self.log,
             stderr_lines_per_10s=config.processor.stderr_lines_per_10s,
             stderr_bytes_per_10s=config.processor.stderr_bytes_per_10s,
+            stderr_level=logging.getLevelName(config.processor.stderr_level),
         )
         consumer_arn = self.start.consumer_arn
         fetcher_class = partial(FanOutFetcher, consumer_arn=consumer_arn) if consumer_arn else Fetcher
@@ -171,7 +173,7 @@ class ShardWorker:
             child.initialize(self.start.checkpoint)
             return self._loop(child, fetcher)
         except ProcessorStartError as exc:
-            self.log.error("cannot start the processor: %s", exc)
+            self.log.info("cannot start the processor: %s", exc)  # the supervisor logs the ERROR
             self.send(channel.Failed(shard_id, str(exc)))
             return EXIT_START
         except ProcessorError as exc:
@@ -179,12 +181,12 @@ class ShardWorker:
             if watch is not None and watch.over_limit is not None:
                 cause = (f"the processor's memory ({watch.over_limit.rss_bytes / MB:.0f} MB) exceeded "
                          f"kclmp.processorMemoryLimitMB = {limit_mb}; it was killed ({exc})")
-            self.log.error("processor failed: %s", cause)
+            self.log.info("processor failed: %s", cause)  # the supervisor logs the ERROR, once
             self.send(channel.Failed(shard_id, cause))
             grace_s = min(grace_s, FAILED_GRACE_S)  # its conversation is broken: nothing to wait for
             return EXIT_PROCESSOR
         except KclMpError as exc:
-            self.log.error("%s", exc)
+            self.log.info("%s", exc)  # the supervisor logs the ERROR
             self.send(channel.Failed(shard_id, str(exc)))
             return EXIT_DEPENDENCY
         finally:

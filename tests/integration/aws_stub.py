@@ -4,14 +4,18 @@ expired shard iterator (moto's never expire, kinesis-mock's only after five minu
 request that is never answered (an endpoint that accepts connections and hangs).
 
 ``answer(n, target)`` decides for the n-th request (from 0; ``target`` is its X-Amz-Target,
-e.g. ``DynamoDB_20120810.DescribeTable``): an error code to answer with, or None to never
-answer. Every request is recorded in ``targets``.
+e.g. ``DynamoDB_20120810.DescribeTable``): an error code to answer with, None to never
+answer, or ``PASS`` to hand the request to ``upstream`` (a moto server) and its answer back:
+an IAM policy missing one action is ``AwsStub(lambda n, t: "AccessDeniedException" if
+t.endswith(".UpdateItem") else PASS, moto_url)``. Every request is recorded in ``targets``.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -25,8 +29,11 @@ MESSAGES = {
 }
 
 
+PASS = "pass"  # answer(): proxy the request to the upstream server
+
+
 class AwsStub:
-    def __init__(self, answer: Callable[[int, str], str | None]):
+    def __init__(self, answer: Callable[[int, str], str | None], upstream: str | None = None):
         self.targets: list[str] = []
         self.released = threading.Event()
         lock = threading.Lock()
@@ -34,12 +41,15 @@ class AwsStub:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                request = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 target = self.headers.get("X-Amz-Target", "")
                 with lock:
                     n = len(stub.targets)
                     stub.targets.append(target)
                 code = answer(n, target)
+                if code == PASS:
+                    self._proxy(request)
+                    return
                 if code is None:
                     stub.released.wait(HANG_LIMIT_S)
                     self.close_connection = True
@@ -52,6 +62,23 @@ class AwsStub:
                 self.send_header("Content-Type", "application/x-amz-json-1.0")
                 self.send_header("Content-Length", str(len(body)))
                 self.send_header("x-amzn-RequestId", f"stub-{n}")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _proxy(self, request: bytes) -> None:
+                assert upstream is not None, "PASS needs an upstream"
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                forwarded = urllib.request.Request(upstream + self.path, data=request, headers=headers, method="POST")
+                try:
+                    with urllib.request.urlopen(forwarded, timeout=30) as response:
+                        status, body, reply = response.status, response.read(), response.headers
+                except urllib.error.HTTPError as error:
+                    status, body, reply = error.code, error.read(), error.headers
+                self.send_response(status)
+                for name, value in reply.items():
+                    if name.lower() not in ("content-length", "connection", "transfer-encoding", "server", "date"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
 

@@ -86,3 +86,58 @@ def test_the_wheel_installs_into_a_fresh_venv_and_works_without_a_checkout(tmp_p
     scenarios, _ = load_scenarios()
     assert f"{len(scenarios)} passed, 0 warned, 0 failed" in checked.stdout, checked.stdout
     print(f"\n{wheel.name}: installed in a fresh venv; from {elsewhere}:\n{checked.stdout}")
+
+
+def install_lines(text: str) -> list[str]:
+    """The install commands of a document: its indented lines that build or install kcl-mp."""
+    return [line.strip().split("  #")[0].strip() for line in text.splitlines()
+            if line.startswith("    ") and ("/opt/kcl-mp/bin/pip install" in line or "pip wheel" in line)]
+
+
+def test_the_documented_install_lines_work_as_written(tmp_path):
+    """docs/deploy.md's three routes (a checkout, a wheel built from it, a git URL), each
+    into a fresh virtual environment, as written there: only the clone's URL and the
+    interpreter are put in (``/opt/kcl-mp/bin/pip`` is this environment's pip aimed at the
+    new one, which saves installing pip three times), and pip is kept offline by its
+    environment (the dependencies come from this environment, as above). README's lines
+    are the same."""
+    documented = install_lines((ROOT / "docs" / "deploy.md").read_text())
+    checkout, wheel, installed, from_git = documented
+    assert checkout == "/opt/kcl-mp/bin/pip install '.[processors]'", documented
+    assert wheel.startswith("python3 -m pip wheel") and "dist/kcl_mp-*.whl" in installed, documented
+    assert "@ git+<the URL you cloned kcl-mp from>" in from_git, documented
+    readme = " ".join(install_lines((ROOT / "README.md").read_text()))
+    for line in documented:
+        assert line in readme, f"README.md does not say {line!r}"
+
+    src = tmp_path / "kcl-mp"  # a clone: the source as a checkout holds it, in a git repository
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "kcl_mp", src / "kcl_mp", ignore=shutil.ignore_patterns("node_modules", "__pycache__"))
+    git = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for argv in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "kcl-mp"]):
+        run(argv, src, {**base, **git})
+    offline = {**base, "PIP_NO_INDEX": "1", "PIP_NO_DEPS": "1", "PIP_NO_BUILD_ISOLATION": "0",
+               "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for route, lines in (("checkout", [checkout]), ("wheel", [wheel, installed]), ("git", [from_git])):
+        venv = tmp_path / route
+        run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path, base)  # pip: this one's, below
+        site = Path(run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                        tmp_path, base).stdout.strip())
+        (site / "dependencies.pth").write_text("\n".join(sorted({sysconfig.get_paths()["purelib"],
+                                                                 sysconfig.get_paths()["platlib"]})) + "\n")
+        for line in lines:
+            command = (line.replace("/opt/kcl-mp/bin/pip", f"{sys.executable} -m pip --python {venv}/bin/python")
+                       .replace("python3 -m pip", f"{sys.executable} -m pip")
+                       .replace("<the URL you cloned kcl-mp from>", f"file://localhost{src}"))  # pip 23: a host
+            run(["bash", "-c", command], src, offline)
+        where = run([str(venv / "bin" / "python"), "-c", "import kcl_mp; print(kcl_mp.__file__)"], elsewhere, base)
+        assert Path(where.stdout.strip()).is_relative_to(venv), (route, where.stdout)
+        version = run([str(venv / "bin" / "kcl-mp"), "--version"], elsewhere, base).stdout.strip()
+        assert version == f"kcl-mp {kcl_mp.__version__}", (route, version)
+        assert "examples:\n  kcl-mp check-config" in run([str(venv / "bin" / "kcl-mp"), "check-config", "--help"],
+                                                          elsewhere, base).stdout

@@ -134,7 +134,11 @@ def test_a_crash_loop_releases_the_lease_for_another_host(tmp_path, kinesis, dyn
         producer.stop.set()
         daemon.kill()
     log = daemon.output()
-    assert log.count(f"shard {FAULTY}: shard worker exited with status 4") == 3  # 2 restarts, then the release
+    assert log.count(f"shard {FAULTY}: the processor failed") == 3  # 2 restarts, then the release
+    errors = [line for line in log.splitlines() if " ERROR " in line]
+    # the first failure of the loop and the release that sums it up; the restart between is a warning
+    assert len(errors) == 2 and "restart 1 of 2" in errors[0] and "released the lease" in errors[1], errors
+    assert all(f"shard={FAULTY}" in line for line in errors), errors
     assert "3 failures in a row (kclmp.processorMaxRestarts = 2)" in log
     assert len(list(out.glob(f"{FAULTY}.*.jsonl"))) == 3
 

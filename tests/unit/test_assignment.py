@@ -24,7 +24,8 @@ def _run(case: dict):
     return plan_assignment(leases, workers, AssignmentSettings(**case.get("settings", {})),
                            random.Random(case["seed"]), frozenset(case.get("settling", ())),
                            {k: set(v) for k, v in case.get("left", {}).items()},
-                           rebalance=case.get("rebalance", True))
+                           rebalance=case.get("rebalance", True),
+                           released={k: set(v) for k, v in case.get("released", {}).items()})
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["comment"][:80] for c in CASES])

@@ -137,6 +137,7 @@ def test_the_kubernetes_manifests_load_with_the_probes_and_grace_the_docs_state(
 SERVICES = ("kinesis", "dynamodb", "cloudwatch", "sts")
 CLIENTS = {"kinesis", "client", "cloudwatch", "sts", "dynamodb"}  # names the code gives its boto3 clients
 TOOLING = {"embedded", "devtools.producer"}  # the demo's and the tests' stream setup and producer, not a host's
+PREFLIGHT = "cli.check_config"  # checks the calls the features make, so it needs no policy of its own
 # module -> the policies whose feature runs it
 FEATURES = {
     "leases.table": ("polling", "fanout"),
@@ -201,9 +202,15 @@ def policy_actions(name: str) -> set[str]:
 
 def test_the_code_calls_aws_only_from_the_modules_the_policies_cover():
     calls = api_calls()
-    assert set(calls) - TOOLING == set(FEATURES), "a module calls AWS: give it a feature (and a policy) here"
+    assert set(calls) - TOOLING - {PREFLIGHT} == set(FEATURES), "a module calls AWS: give it a feature (and a policy) here"
     assert "kinesis:GetRecords" in calls["retrieval.polling"]
     assert "kinesis:SubscribeToShard" in calls["retrieval.fanout"]
+
+
+def test_the_preflight_checks_only_calls_the_policies_grant():
+    """``kcl-mp check-config`` answers "may this host run?": each call it makes is one a policy grants."""
+    granted = set().union(*(policy_actions(p) for p in {p for features in FEATURES.values() for p in features}))
+    assert api_calls()[PREFLIGHT] <= granted
 
 
 @pytest.mark.parametrize("policy", sorted({p for features in FEATURES.values() for p in features}))

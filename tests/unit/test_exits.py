@@ -64,7 +64,7 @@ def test_after_exit(comment, facts, before, settings, action, counters, attempts
 
 
 def test_the_causes_read_as_the_logs_say_them():
-    assert after_exit(gone(), 0, RESTART, random.Random(1)).why == "shard worker exited with status 4: boom"
+    assert after_exit(gone(), 0, RESTART, random.Random(1)).why == "the processor failed: boom"
     assert "stopping this host (kclmp.processorFailure = EXIT" in after_exit(gone(), 0, EXIT, random.Random(1)).why
     assert after_exit(gone(cannot_start=True, failure="no such file"), 0, RESTART, random.Random(1)).why == \
         "the processor cannot be started (no such file)"

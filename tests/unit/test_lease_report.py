@@ -104,9 +104,9 @@ def test_a_row_kcl_mp_cannot_read_is_listed_apart_with_its_reason_and_escaped() 
         f"leaseKey {forged!r} is not a shard id (shardId- and 12 digits)"]
     text = render(shown)
     assert "\x1b" not in text and "\x07" not in text
-    # no line forged: header, worker heading and row, counts, lease heading and row, the line
-    # announcing the rows apart, their heading and their two rows
-    assert len(text.splitlines()) == 10
+    # no line forged: header, worker heading and row, counts, the states' legend, lease heading
+    # and row, the line announcing the rows apart, their heading and their two rows
+    assert len(text.splitlines()) == 11
     assert "owner\\x1b[8mhidden" in text
     assert "not a lease: checkpointSubSequenceNumber '1.5' is not a whole number" in text
     assert "shardId-000000000777\\n2026-11-25T15:00:00.000 ERROR" in text
