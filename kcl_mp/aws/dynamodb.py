@@ -2,15 +2,35 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from kcl_mp.aws.errors import NOT_FOUND, call
+from kcl_mp.aws.errors import IN_USE, NOT_FOUND, call
+from kcl_mp.errors import DependencyError
 
 
-def table_status(client: Any, name: str) -> str | None:
+def table_status(client: Any, name: str, label: str = "table") -> str | None:
     """The table's TableStatus (ACTIVE, CREATING, ...), None when it does not exist."""
-    described = call(f"describing table {name}", lambda: client.describe_table(TableName=name), {NOT_FOUND: None})
+    described = call(f"describing {label} {name}", lambda: client.describe_table(TableName=name), {NOT_FOUND: None})
     return None if described is None else str(described["Table"]["TableStatus"])
+
+
+def create_table(client: Any, name: str, label: str, wait_s: float, **request: Any) -> bool:
+    """Create the table unless it exists (another worker winning the race is fine) and wait up
+    to ``wait_s`` for it to be ACTIVE; whether this call created it."""
+    created = False
+    if table_status(client, name, label) is None:
+        created = call(f"creating {label} {name}", lambda: client.create_table(TableName=name, **request),
+                       {IN_USE: None}) is not None
+    deadline = time.monotonic() + wait_s
+    delay = 0.1
+    while (status := table_status(client, name, label)) != "ACTIVE":
+        if time.monotonic() > deadline:
+            raise DependencyError(f"{label} {name} is {status or 'missing'} after {wait_s:.0f} s; expected ACTIVE",
+                                  retriable=False)
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)
+    return created
 
 
 def scan_all(client: Any, what: str, *, missing_is_empty: bool = False, **request: Any) -> list[dict[str, Any]]:

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from kcl_mp.aws.dynamodb import table_status
-from kcl_mp.aws.errors import CONDITION_FAILED, IN_USE, NOT_FOUND, call
+from kcl_mp.aws.dynamodb import create_table
+from kcl_mp.aws.errors import CONDITION_FAILED, NOT_FOUND, call
 from kcl_mp.errors import DependencyError
 from kcl_mp.leases import client_version
 from kcl_mp.leases.lease import ENTITY_TYPE, LEASE_KEY
@@ -85,21 +85,9 @@ def ensure_table(client: Any, name: str, key: str, *, wait_s: float = 120.0) -> 
 
     Both own tables are made so (CoordinatorStateDAO.getRequest, WorkerMetricStats.getKeySchema).
     Returns True when this call created it."""
-    created = False
-    if table_status(client, name) is None:
-        created = call(f"creating table {name}", lambda: client.create_table(
-            TableName=name, KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST"), {IN_USE: None}) is not None  # None: another worker made it first
-    deadline = time.monotonic() + wait_s
-    delay = 0.1
-    while (status := table_status(client, name)) != "ACTIVE":
-        if time.monotonic() > deadline:
-            raise DependencyError(f"table {name} is {status or 'missing'} after {wait_s:.0f} s; expected ACTIVE",
-                                  retriable=False)
-        time.sleep(delay)
-        delay = min(delay * 2, 2.0)
-    return created
+    return create_table(client, name, "table", wait_s, KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+                        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+                        BillingMode="PAY_PER_REQUEST")
 
 
 def update_expected(client: Any, table: str, key: tuple[str, str], expected: tuple[str, str],

@@ -64,12 +64,13 @@ its Java name from ``multilang.wire``); every other failure is translated to
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
-from kcl_mp.aws.errors import AWS_ERRORS, error_code, is_conditional_failure, translate
-from kcl_mp.errors import CheckpointOutcome, DependencyError, ThrottledError
+from kcl_mp.aws.dynamodb import create_table, table_status
+from kcl_mp.aws.errors import AWS_ERRORS, CONDITION_FAILED, call, is_conditional_failure, translate
+from kcl_mp.errors import CheckpointOutcome, ThrottledError
 from kcl_mp.leases.lease import (
     CHECKPOINT,
     CHECKPOINT_OWNER,
@@ -121,60 +122,34 @@ class LeaseTable:
 
         Returns True when this call created it.
         """
-        created = False
-        if self._status() is None:
-            try:
-                self.client.create_table(
-                    TableName=self.name,
-                    KeySchema=[{"AttributeName": LEASE_KEY, "KeyType": "HASH"}],
-                    AttributeDefinitions=[
-                        {"AttributeName": LEASE_KEY, "AttributeType": "S"},
-                        {"AttributeName": LEASE_OWNER, "AttributeType": "S"},
+        created = create_table(
+            self.client, self.name, "lease table", wait_s,
+            KeySchema=[{"AttributeName": LEASE_KEY, "KeyType": "HASH"}],
+            AttributeDefinitions=[
+                {"AttributeName": LEASE_KEY, "AttributeType": "S"},
+                {"AttributeName": LEASE_OWNER, "AttributeType": "S"},
+            ],
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": OWNER_INDEX,
+                    "KeySchema": [
+                        {"AttributeName": LEASE_OWNER, "KeyType": "HASH"},
+                        {"AttributeName": LEASE_KEY, "KeyType": "RANGE"},
                     ],
-                    GlobalSecondaryIndexes=[
-                        {
-                            "IndexName": OWNER_INDEX,
-                            "KeySchema": [
-                                {"AttributeName": LEASE_OWNER, "KeyType": "HASH"},
-                                {"AttributeName": LEASE_KEY, "KeyType": "RANGE"},
-                            ],
-                            "Projection": {"ProjectionType": "KEYS_ONLY"},
-                        }
-                    ],
-                    BillingMode="PAY_PER_REQUEST",
-                    DeletionProtectionEnabled=deletion_protection,
-                )
-                created = True
-            except AWS_ERRORS as exc:
-                if error_code(exc) != "ResourceInUseException":  # another worker won the race
-                    raise translate(exc, f"creating lease table {self.name}") from exc
-        deadline = time.monotonic() + wait_s
-        delay = 0.1
-        while (status := self._status()) != "ACTIVE":
-            if time.monotonic() > deadline:
-                raise DependencyError(
-                    f"lease table {self.name} is {status or 'missing'} after {wait_s:.0f} s; expected ACTIVE",
-                    retriable=False,
-                )
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
+                    "Projection": {"ProjectionType": "KEYS_ONLY"},
+                }
+            ],
+            BillingMode="PAY_PER_REQUEST",
+            DeletionProtectionEnabled=deletion_protection,
+        )
         if created and pitr:
-            try:
-                self.client.update_continuous_backups(
-                    TableName=self.name,
-                    PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True},
-                )
-            except AWS_ERRORS as exc:
-                raise translate(exc, f"enabling PITR on {self.name}") from exc
+            call(f"enabling PITR on {self.name}", partial(
+                self.client.update_continuous_backups, TableName=self.name,
+                PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True}))
         return created
 
     def _status(self) -> str | None:
-        try:
-            return self.client.describe_table(TableName=self.name)["Table"]["TableStatus"]
-        except AWS_ERRORS as exc:
-            if error_code(exc) == "ResourceNotFoundException":
-                return None
-            raise translate(exc, f"describing lease table {self.name}") from exc
+        return table_status(self.client, self.name, "lease table")
 
     # -- reads -----------------------------------------------------------------------
 
@@ -191,39 +166,24 @@ class LeaseTable:
     def _items(self) -> Iterator[dict[str, Any]]:
         kwargs: dict[str, Any] = {"TableName": self.name, "ConsistentRead": True}
         for _ in range(100_000):  # bounded: 100k pages of up to 1 MB
-            try:
-                page = self.client.scan(**kwargs)
-            except AWS_ERRORS as exc:
-                raise translate(exc, f"scanning lease table {self.name}") from exc
+            page = call(f"scanning lease table {self.name}", partial(self.client.scan, **kwargs))
             yield from page.get("Items", ())
             if "LastEvaluatedKey" not in page:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def get(self, key: str) -> Lease | None:
-        try:
-            item = self.client.get_item(
-                TableName=self.name, Key={LEASE_KEY: {"S": key}}, ConsistentRead=True
-            ).get("Item")
-        except AWS_ERRORS as exc:
-            raise translate(exc, f"reading lease {key}") from exc
+        item = call(f"reading lease {key}", partial(
+            self.client.get_item, TableName=self.name, Key={LEASE_KEY: {"S": key}}, ConsistentRead=True)).get("Item")
         return None if item is None or not_a_lease(item) else Lease.from_item(item)
 
     # -- ownership writes (the supervisor's) ------------------------------------------
 
     def create_if_absent(self, lease: Lease) -> bool:
-        try:
-            self.client.put_item(
-                TableName=self.name,
-                Item=lease.to_item(),
-                ConditionExpression="attribute_not_exists(#k)",
-                ExpressionAttributeNames={"#k": LEASE_KEY},
-            )
-            return True
-        except AWS_ERRORS as exc:
-            if is_conditional_failure(exc):
-                return False
-            raise translate(exc, f"creating lease {lease.key}") from exc
+        return call(f"creating lease {lease.key}", partial(
+            self.client.put_item, TableName=self.name, Item=lease.to_item(),
+            ConditionExpression="attribute_not_exists(#k)", ExpressionAttributeNames={"#k": LEASE_KEY},
+        ), {CONDITION_FAILED: None}) is not None
 
     def take(self, lease: Lease, owner: str) -> Lease | None:
         """Take ``lease`` as last seen (unowned, expired, or stolen); None if it moved since."""
@@ -330,19 +290,12 @@ class LeaseTable:
 
     def delete_finished(self, key: str) -> bool:
         """Delete a lease whose shard was processed to its end (shard_sync.plan_cleanup decides)."""
-        try:
-            self.client.delete_item(
-                TableName=self.name,
-                Key={LEASE_KEY: {"S": key}},
-                ConditionExpression=f"{_IS_LEASE} AND #cp = :end",
-                ExpressionAttributeNames={"#cp": CHECKPOINT, **_IS_LEASE_NAMES},
-                ExpressionAttributeValues={":end": {"S": SHARD_END}, **_IS_LEASE_VALUES},
-            )
-            return True
-        except AWS_ERRORS as exc:
-            if is_conditional_failure(exc):
-                return False
-            raise translate(exc, f"deleting lease {key}") from exc
+        return call(f"deleting lease {key}", partial(
+            self.client.delete_item, TableName=self.name, Key={LEASE_KEY: {"S": key}},
+            ConditionExpression=f"{_IS_LEASE} AND #cp = :end",
+            ExpressionAttributeNames={"#cp": CHECKPOINT, **_IS_LEASE_NAMES},
+            ExpressionAttributeValues={":end": {"S": SHARD_END}, **_IS_LEASE_VALUES},
+        ), {CONDITION_FAILED: None}) is not None
 
     def add_child_shards(self, key: str, children: list[str]) -> bool:
         """Record a finished shard's children in its lease (``childShardIds``, as Java writes it)."""
@@ -396,20 +349,14 @@ class LeaseTable:
     def _update(
         self, key: str, update: str, condition: str, names: dict[str, str], values: dict[str, Any], what: str
     ) -> Lease | None:
-        try:
-            response = self.client.update_item(
-                TableName=self.name,
-                Key={LEASE_KEY: {"S": key}},
-                UpdateExpression=update,
-                ConditionExpression=f"attribute_exists(#k) AND {_IS_LEASE} AND ({condition})",
-                ExpressionAttributeNames={"#k": LEASE_KEY, **_IS_LEASE_NAMES, **names},
-                ExpressionAttributeValues={**_IS_LEASE_VALUES, **values},
-                ReturnValues="ALL_NEW",
-            )
-        except AWS_ERRORS as exc:
-            if is_conditional_failure(exc):
-                return None
-            raise translate(exc, what) from exc
+        response = call(what, partial(
+            self.client.update_item, TableName=self.name, Key={LEASE_KEY: {"S": key}}, UpdateExpression=update,
+            ConditionExpression=f"attribute_exists(#k) AND {_IS_LEASE} AND ({condition})",
+            ExpressionAttributeNames={"#k": LEASE_KEY, **_IS_LEASE_NAMES, **names},
+            ExpressionAttributeValues={**_IS_LEASE_VALUES, **values}, ReturnValues="ALL_NEW",
+        ), {CONDITION_FAILED: None})
+        if response is None:
+            return None
         # Written, but the row now holds a value no lease may (someone edited it meanwhile): it is
         # no lease of ours any more, as the next scan will show it apart.
         item = response["Attributes"]

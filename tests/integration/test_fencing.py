@@ -236,7 +236,7 @@ def test_a_host_paused_while_a_restart_is_pending_starts_no_processor_for_a_leas
                    "host-a to deliver both shards")
         victim = next(e["_pid"] for e in recorded(out) if e.get("event") == "initialize" and e["_shard"] == key)
         os.kill(victim, signal.SIGKILL)
-        wait_until(lambda: f"shard {key}: shard worker exited" in hosts["host-a"].output(), 30,
+        wait_until(lambda: f"shard {key}: the processor failed" in hosts["host-a"].output(), 30,
                    "host-a to schedule the restart", interval=0.02)
         kcl_mp, processors = _host_pids(hosts["host-a"])
         _signal(kcl_mp + processors, signal.SIGSTOP)

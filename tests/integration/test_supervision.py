@@ -96,7 +96,7 @@ def test_one_failing_shard_of_four(tmp_path, kinesis, moto_url, unique_name, mod
     assert len(children[FAULTY]) == 2
     restarted_at = next(e["at"] for e in entries
                         if e.get("event") == "initialize" and e["_shard"] == FAULTY and e["_pid"] != fault["_pid"])
-    assert log.count(f"shard {FAULTY}: shard worker exited") == 1, log[-3000:]
+    assert log.count(f"shard {FAULTY}: the processor failed") == 1, log[-3000:]
     assert log.count("restart 1 of 5") == 1 and "restart 2 of" not in log
     cause_line = next(line for line in log.splitlines() if "restart 1 of 5" in line)
     assert MODES[mode] in cause_line, cause_line

@@ -152,7 +152,7 @@ FEATURES = {
     "leases.fleet_metrics": ("kcl3",),
     "leases.owner_index": ("kcl3",),
     "leases.table_migration_io": ("kcl3",),
-    "aws.dynamodb": ("kcl3",),  # the requests the 3.x tables' modules share (table status, scans)
+    "aws.dynamodb": ("polling", "fanout", "kcl3"),  # what the tables share: status, creation, scans
 }
 
 
