@@ -18,7 +18,7 @@ that moved more than once (churn). Minimum moves: cold M - ceil(M/N)-ish, join a
 M/2, crash the dead workers' leases.
 
 The 3.x columns (kcl_mp.devtools.fleet_sim.LeaderFleet: a leader running
-kcl_mp.leases.assignment every leaseAssignmentIntervalMillis, 20 s here, about one take
+kcl_mp.fleet.assignment every leaseAssignmentIntervalMillis, 20 s here, about one take
 interval): assignment rounds from the event to the last round that moved a lease, seconds
 until every lease is processed by its owner with max - min <= 1, lease moves (cold: every
 lease assigned once when metrics come before the second round), and leases that went back to a worker they had left ("b&f"). A crash

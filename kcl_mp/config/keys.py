@@ -64,7 +64,7 @@ def _ignored(name: str, parse: Parser, doc: str, reason: str, *aliases: str, not
     return Key(name, parse, None, doc, "", aliases, reason, notice)
 
 
-_KCL3 = "KCL 3.x tuning kcl-mp's leader does not use (its balance rule: leases/assignment.py)"
+_KCL3 = "KCL 3.x tuning kcl-mp's leader does not use (its balance rule: fleet/assignment.py)"
 _KCL3_TABLE = "kcl-mp creates the KCL 3.x tables PAY_PER_REQUEST with no options (as Java's defaults)"
 _JAVA = "Java daemon internals (thread pools, SDK wiring) with no kcl-mp equivalent"
 _POLL = "pollingConfig."

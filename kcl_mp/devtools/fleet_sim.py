@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from kcl_mp.config import LEASE_EPSILON_MS, LeaseSettings
-from kcl_mp.leases import assignment, balance
+from kcl_mp.fleet import assignment
+from kcl_mp.leases import balance
 from kcl_mp.leases.lease import Lease
 
 

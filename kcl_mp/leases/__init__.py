@@ -1,1 +1,2 @@
-"""The lease table and every decision about it: the lease, balancing, shard sync, renewals, fencing."""
+"""One lease's life in the lease table: its model and rows, the table and its conditions, the
+owner index, taking and stealing (balance), renewing, throughput, fencing, and shard sync."""

@@ -286,7 +286,7 @@ def plan_rescue(
     after_s: float,
     rng: random.Random,
 ) -> Plan:
-    """A KCL 3.x follower's takes while its leader cannot be replaced soon (leases/fleet3.py):
+    """A KCL 3.x follower's takes while its leader cannot be replaced soon (fleet/role.py):
     the 2.x rule without steals, where *expired* means that nobody renewed, assigned or handed
     the lease over for ``after_s`` (failover + one assignment interval) by this worker's scans.
     Unlike the 2.x rule an unowned lease is not free at once: it counts from when this worker

@@ -72,7 +72,6 @@ from multiprocess.connection import wait as wait_for
 from kcl_mp.aws.clients import client as aws_client
 from kcl_mp.config import Config
 from kcl_mp.errors import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_PROCESSOR, EXIT_START
-from kcl_mp.leases.coordinator import LeaseCoordinator, Renewal
 from kcl_mp.leases.renewer import renewal_table
 from kcl_mp.leases.rows import OtherRow, other_rows_line
 from kcl_mp.leases.table import LeaseTable
@@ -83,6 +82,7 @@ from kcl_mp.metrics.catalogue import Recorder, encode_samples
 from kcl_mp.retrieval import fanout
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.supervisor import restart_policy
+from kcl_mp.supervisor.coordinator import LeaseCoordinator, Renewal
 from kcl_mp.supervisor.progress import render, shard_state
 from kcl_mp.supervisor.restart_policy import Action
 from kcl_mp.supervisor.shards import Shards, Worker
@@ -249,7 +249,7 @@ class Supervisor:
             deletion_protection=lease_settings.deletion_protection_enabled, pitr=lease_settings.pitr_enabled)
         if created:
             self.log.info("created lease table %s", lease_settings.table_name)
-        self.leases.join_fleet()  # the fleet's client version and this host's role in it (leases/fleet3.py)
+        self.leases.join_fleet()  # the fleet's client version and this host's role in it (fleet/role.py)
         if self.config.retrieval.mode == "FANOUT":
             self.consumer_arn = fanout.consumer_arn(self.config, stream_arn, self.leases.kinesis, self.log)
         found = self.table.scan()
@@ -426,7 +426,7 @@ class Supervisor:
         if self.metrics_link is None or not self.metrics_link.idle():
             return
         renewed = {key: held.renewed_at for key, held in self.leases.held.items()}
-        line = link.snapshot(renewed, self.shards.views(), self.leases.fleet, self.loop_lag_s, self.clock(),
+        line = link.snapshot(renewed, self.shards.views(), self.leases.figures, self.loop_lag_s, self.clock(),
                              self.stopping)
         self.metrics_link.send(orjson.dumps({"samples": encode_samples(self.metrics.drain()), **line}) + b"\n")
 

@@ -294,7 +294,7 @@ def delivered_by(entries: list[dict]) -> dict[str, int]:
 
 # -- the hosts' logs -----------------------------------------------------------------------
 
-# kcl-mp's own acquisitions as a 2.x taker (leases/coordinator.py: "took lease K (from X)",
+# kcl-mp's own acquisitions as a 2.x taker (supervisor/coordinator.py: "took lease K (from X)",
 # "stole lease K", "asked X to hand lease K"): a 3.x follower writes none of these. A follower
 # finishing a handoff the leader assigned to it whose old owner died ("took lease K from X
 # (its owner stopped renewing it)") takes what it was given, not what it chose.
@@ -313,18 +313,18 @@ def self_acquired(log: str, since: float, until: float) -> list[str]:
     return found
 
 
-# A kcl-mp leader's moves (leases/fleet3.py ``_write``): an assignment or a handoff started.
+# A kcl-mp leader's moves (fleet/role.py ``_write``): an assignment or a handoff started.
 KCLMP_ASSIGNED = re.compile(r"^(\S+) .*? leader: (?:handing|assigned) lease (\S+) to (\S+)(?: from (\S+))?$",
                             re.MULTILINE)
 
 
-# A kcl-mp follower's rescue (leases/coordinator.py ``_rescue``): a lease nobody renewed or
+# A kcl-mp follower's rescue (supervisor/coordinator.py ``_rescue``): a lease nobody renewed or
 # assigned for failover + one assignment interval while the lock it reads is a long one.
 RESCUED = re.compile(r"^(\S+) .*?took lease (\S+) \(from \S+: nobody renewed or assigned it")
 
 
 def rescues(log: str, since: float, until: float) -> list[str]:
-    """The leases a kcl-mp follower rescued (``Fleet3.rescues``) in [since, until]."""
+    """The leases a kcl-mp follower rescued (``FleetRole.rescues``) in [since, until]."""
     found = []
     for line in log.splitlines():
         match = RESCUED.match(line)

@@ -34,8 +34,8 @@ import boto3
 
 from kcl_mp.devtools import java_daemon
 from kcl_mp.embedded import EMBEDDED_ENV, ensure_stream, start_emulator
-from kcl_mp.leases.coordinator_state import StateTables, ensure_table
-from kcl_mp.leases.leader import LeaderElection, LeaderLock
+from kcl_mp.fleet.leader import LeaderElection, LeaderLock
+from kcl_mp.fleet.state_store import StateTables, ensure_table
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.sequence import TRIM_HORIZON, ExtendedSequenceNumber

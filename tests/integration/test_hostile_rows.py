@@ -13,7 +13,7 @@ processor and is deleted by the shard sync.
 In KCL 3.x mode a leader lock nobody can read elects no leader (a Java fleet's lock client
 fails on it the same way): the host says which row every heartbeat, keeps the leases it
 holds, and, as a follower under a lock that never ends, rescues the leases nobody assigns
-after failover + one assignment interval (leases/fleet3.py), so at start-up too every shard
+after failover + one assignment interval (fleet/role.py), so at start-up too every shard
 is processed; deleting the row lets a host lead again.
 """
 
@@ -31,7 +31,7 @@ import pytest
 
 from kcl_mp.devtools.producer import produce
 from kcl_mp.embedded import ensure_stream
-from kcl_mp.leases.coordinator_state import ensure_table
+from kcl_mp.fleet.state_store import ensure_table
 from kcl_mp.leases.table import LeaseTable
 
 from .harness import (
@@ -255,7 +255,7 @@ def test_bad_rows_at_start_up(tmp_path, kinesis, dynamodb, moto_url, unique_name
         if client_version is None:
             # KCL 3.x: a lock nobody can read elects no leader (a Java fleet's lock client fails
             # the same way); the host says which row, heartbeat after heartbeat, and as a follower
-            # under a lock that never ends it rescues the leases nobody assigns (leases/fleet3.py)
+            # under a lock that never ends it rescues the leases nobody assigns (fleet/role.py)
             lock = f"the leader lock (key Leader in {app}-CoordinatorState) cannot be read: leaseDuration '120000ms'"
             wait_until(lambda: sum(lock in e["msg"] for e in _log_entries(hosts["host-0"])) >= 3, 30,
                        "the host reading the bad lock, heartbeat after heartbeat")

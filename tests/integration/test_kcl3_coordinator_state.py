@@ -1,5 +1,5 @@
 """The coordinator-state table, Migration3.0, the lease-owner index and throughputKBps on
-renewals (kcl_mp.leases.coordinator_state, owner_index, throughput) against a real moto
+renewals (kcl_mp.fleet.state_store, owner_index, throughput) against a real moto
 server, compared with what the Java KCL wrote (tests/fixtures)."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from kcl_mp.errors import DependencyError
-from kcl_mp.leases import table_migration as tm
-from kcl_mp.leases.client_version import CONFIG_3X, CONFIG_COMPATIBLE_WITH_2X, ClientVersion
-from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables
+from kcl_mp.fleet import table_migration as tm
+from kcl_mp.fleet.client_version import CONFIG_3X, CONFIG_COMPATIBLE_WITH_2X, ClientVersion
+from kcl_mp.fleet.state_store import CoordinatorStateStore, StateTables
+from kcl_mp.fleet.table_migrator import TableMigrator
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.owner_index import ensure_owner_index, index_status, lease_keys_for_worker, wait_for_owner_index
 from kcl_mp.leases.rows import CoordinatorState, read_items
 from kcl_mp.leases.table import LeaseTable
-from kcl_mp.leases.table_migration_io import TableMigrator
 from kcl_mp.leases.throughput import LeaseThroughput, renewal_attributes
 
 INIT, UPGRADE_FROM_2X, V2X, V3X_WITH_ROLLBACK, V3X = (v.value for v in (

@@ -1,4 +1,4 @@
-"""kcl-mp in a KCL 3.x fleet (leases/fleet3.py), real kcl-mp hosts on a moto server.
+"""kcl-mp in a KCL 3.x fleet (fleet/role.py), real kcl-mp hosts on a moto server.
 
 1. A kcl-mp-only fleet with no clientVersionConfig (Java's default, CLIENT_VERSION_CONFIG_3X,
    said so in the log): the first host creates Migration3.0 as CLIENT_VERSION_3X; one host wins the lock; the leader assigns
@@ -28,12 +28,12 @@ import pytest
 
 from kcl_mp.config import load_config
 from kcl_mp.embedded import ensure_stream
-from kcl_mp.leases.coordinator import LeaseCoordinator
-from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables, ensure_table
+from kcl_mp.fleet.state_store import CoordinatorStateStore, StateTables, ensure_table
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
 from kcl_mp.sequence import ExtendedSequenceNumber
+from kcl_mp.supervisor.coordinator import LeaseCoordinator
 
 from .harness import RECORDER, Daemon, TableMonitor, base_properties, wait_until, write_properties
 
@@ -233,7 +233,7 @@ def test_followers_use_the_owner_index_and_only_the_leader_syncs_shards(tmp_path
         table.take(table.get(key), "w2" if i < 20 else "w3")
     w1.renew()
     w2.renew()
-    assert w1.fleet3.is_leader() and not w2.fleet3.is_leader()
+    assert w1.fleet.is_leader() and not w2.fleet.is_leader()
 
     calls.clear()
     w2.scan()
@@ -256,6 +256,6 @@ def test_followers_use_the_owner_index_and_only_the_leader_syncs_shards(tmp_path
     w1.release_all()
     now[0] += LOCK_MS / 1000.0  # w2's next election check
     w2.renew()
-    assert w2.fleet3.is_leader() and not w2.runs_shard_sync()  # not before a scan of the whole table
+    assert w2.fleet.is_leader() and not w2.runs_shard_sync()  # not before a scan of the whole table
     w2.scan()
     assert w2.scanned_all and w2.runs_shard_sync()

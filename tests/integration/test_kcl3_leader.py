@@ -1,4 +1,4 @@
-"""Leader election through the lock item (kcl_mp.leases.leader) against a real moto server."""
+"""Leader election through the lock item (kcl_mp.fleet.leader) against a real moto server."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from kcl_mp.leases.coordinator_state import StateTables, ensure_table
-from kcl_mp.leases.leader import LeaderElection, LeaderLock
+from kcl_mp.fleet.leader import LeaderElection, LeaderLock
+from kcl_mp.fleet.state_store import StateTables, ensure_table
 from kcl_mp.leases.rows import LeaderLock as LockView
 from kcl_mp.leases.rows import read_items
 

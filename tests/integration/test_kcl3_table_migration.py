@@ -1,4 +1,4 @@
-"""KCL 3.5's table migration (leases/table_migration_io.py, wired in fleet3) on a real moto server.
+"""KCL 3.5's table migration (fleet/table_migrator.py, wired in fleet/role.py) on a real moto server.
 
 1. kcl-mp leads a fleet in phase 2 (migrateAllEntitiesToLeaseTable = true, stored DEPLOYED):
    its metrics go to the lease table; the leader moves Migration3.0 from the own table
@@ -19,15 +19,15 @@ import pytest
 
 from kcl_mp.embedded import ensure_stream
 from kcl_mp.errors import DependencyError
-from kcl_mp.leases import table_migration as tm
-from kcl_mp.leases.coordinator_state import ensure_table
+from kcl_mp.fleet import table_migration as tm
+from kcl_mp.fleet.state_store import ensure_table
+from kcl_mp.fleet.table_migrator import TableMigrator, moved
+from kcl_mp.fleet.worker_metrics import WorkerMetricsReporter
 from kcl_mp.leases.table import LeaseTable
-from kcl_mp.leases.table_migration_io import TableMigrator, moved
-from kcl_mp.leases.worker_metrics import WorkerMetricsReporter
 
 from .harness import RECORDER, Daemon, base_properties, wait_until, write_properties
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]  # COMPLETE followed within two scans
 
 HOUR_MS = 3600 * 1000
 MIGRATION = {"key": {"S": "Migration3.0"}, "cv": {"S": "CLIENT_VERSION_3X"}, "mb": {"S": "java-worker-1"},

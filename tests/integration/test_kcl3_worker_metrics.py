@@ -1,4 +1,4 @@
-"""The worker-metrics item (kcl_mp.leases.worker_metrics) written to a real moto server and
+"""The worker-metrics item (kcl_mp.fleet.worker_metrics) written to a real moto server and
 compared with the items the Java KCL writes (3.1.3 from a real run, 3.5 from its serializers)."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import json
 import time
 from pathlib import Path
 
-from kcl_mp.leases import fleet_metrics
-from kcl_mp.leases.coordinator_state import StateTables
+from kcl_mp.fleet import fleet_metrics
+from kcl_mp.fleet.state_store import StateTables
+from kcl_mp.fleet.worker_metrics import WorkerMetricsReporter
 from kcl_mp.leases.rows import WorkerMetrics, read_items
 from kcl_mp.leases.table import LeaseTable
-from kcl_mp.leases.worker_metrics import WorkerMetricsReporter
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

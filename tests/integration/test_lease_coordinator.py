@@ -16,11 +16,11 @@ import boto3
 import pytest
 
 from kcl_mp.config import load_config
-from kcl_mp.leases.coordinator import LeaseCoordinator
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
+from kcl_mp.supervisor.coordinator import LeaseCoordinator
 
 from .harness import base_properties, write_properties
 

@@ -18,12 +18,12 @@ import pytest
 
 from kcl_mp.aws.clients import client
 from kcl_mp.config import ClientSettings, Config, load_config
-from kcl_mp.leases.coordinator import Held, LeaseCoordinator
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.renewer import renewal_table
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
 from kcl_mp.sequence import ExtendedSequenceNumber
+from kcl_mp.supervisor.coordinator import Held, LeaseCoordinator
 
 from .harness import base_properties, write_properties
 from .throttle_proxy import ThrottleProxy

@@ -14,11 +14,11 @@ import pytest
 from kcl_mp.config import load_config
 from kcl_mp.embedded import wait_active
 from kcl_mp.leases import shard_syncer as shard_sync_io
-from kcl_mp.leases.coordinator import LeaseCoordinator
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
 from kcl_mp.sequence import ExtendedSequenceNumber
+from kcl_mp.supervisor.coordinator import LeaseCoordinator
 
 from .harness import base_properties, write_properties
 from .kinesis_mock import split_in_half

@@ -1,4 +1,4 @@
-"""kclmp.workerMetric=AUTO on a real loopback IMDS (leases/host_probe.py, aws/imds.py): a tiny
+"""kclmp.workerMetric=AUTO on a real loopback IMDS (fleet/host_probe.py, aws/imds.py): a tiny
 HTTP server on 127.0.0.1 answers the IMDSv2 token PUT and the identity-document GET as EC2
 does; botocore's IMDS client is pointed at it with AWS_EC2_METADATA_SERVICE_ENDPOINT and
 AWS_EC2_METADATA_DISABLED is lifted only inside each test (monkeypatch), so nothing can
@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from kcl_mp.leases.host_probe import worker_metric
+from kcl_mp.fleet.host_probe import worker_metric
 
 TOKEN = "loopback-token"
 

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 
-from kcl_mp.leases.assignment import AssignmentSettings, LeaseLoad, WorkerLoad, plan_assignment, spread
+from kcl_mp.fleet.assignment import AssignmentSettings, LeaseLoad, WorkerLoad, plan_assignment, spread
 
 CASES = json.loads((Path(__file__).parents[1] / "decisions" / "assignment_cases.json").read_text())
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.leases.client_version import (
+from kcl_mp.fleet.client_version import (
     CONFIG_3X,
     CONFIG_COMPATIBLE_WITH_2X,
     CONFIG_COMPATIBLE_WITH_2X_PHASE1,
@@ -19,7 +19,7 @@ from kcl_mp.leases.client_version import (
     role,
     updated,
 )
-from kcl_mp.leases.client_version import ClientVersion as V
+from kcl_mp.fleet.client_version import ClientVersion as V
 from kcl_mp.leases.rows import CoordinatorState, StateChange, read_items
 
 REFERENCE = Path("/work/shared/reference/java_kcl_3.1.3_tables.json")

@@ -146,12 +146,12 @@ FEATURES = {
     "retrieval.fanout": ("fanout",),
     "metrics.process": ("cloudwatch",),
     "aws.clients": ("assume-role",),
-    "leases.coordinator_state": ("kcl3",),
-    "leases.leader": ("kcl3",),
-    "leases.worker_metrics": ("kcl3",),
-    "leases.fleet_metrics": ("kcl3",),
+    "fleet.state_store": ("kcl3",),
+    "fleet.leader": ("kcl3",),
+    "fleet.worker_metrics": ("kcl3",),
+    "fleet.fleet_metrics": ("kcl3",),
     "leases.owner_index": ("kcl3",),
-    "leases.table_migration_io": ("kcl3",),
+    "fleet.table_migrator": ("kcl3",),
     "aws.dynamodb": ("polling", "fanout", "kcl3"),  # what the tables share: status, creation, scans
 }
 

@@ -1,11 +1,11 @@
-"""kclmp.workerMetric=AUTO's decision (leases/host_metric.py): Java's WorkerMetricsSelector,
+"""kclmp.workerMetric=AUTO's decision (fleet/host_metric.py): Java's WorkerMetricsSelector,
 platform by platform (EcsResource, EksResource, Ec2Resource, OperatingRangeDataProvider)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kcl_mp.leases.host_metric import HostFacts, choose, needs_ec2_probe
+from kcl_mp.fleet.host_metric import HostFacts, choose, needs_ec2_probe
 
 # (comment, facts, expected metric, words of the reason)
 CASES = [

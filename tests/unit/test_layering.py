@@ -4,6 +4,8 @@
   they can be read, replayed and tested anywhere; the protocol imports no I/O module at all.
 - The runtime never imports the tooling in ``kcl_mp.devtools``.
 - No import cycles between kcl_mp's modules, counting imports inside functions too.
+- The pool processes' code (``worker``, ``retrieval``, ``multilang``) never reaches ``fleet``:
+  the KCL 3.x fleet is the supervisor's alone.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ PURE = ["kcl_mp.backoff", "kcl_mp.errors", "kcl_mp.sequence",
         "kcl_mp.config", "kcl_mp.config.keys", "kcl_mp.config.load", "kcl_mp.config.properties",
         "kcl_mp.config.settings", "kcl_mp.config.values",
         "kcl_mp.leases.lease", "kcl_mp.leases.balance", "kcl_mp.leases.shard_sync", "kcl_mp.leases.fencing",
-        "kcl_mp.leases.client_version", "kcl_mp.leases.host_metric", "kcl_mp.leases.rows", "kcl_mp.leases.assignment", "kcl_mp.leases.throughput",
+        "kcl_mp.leases.rows", "kcl_mp.leases.throughput", "kcl_mp.fleet.client_version", "kcl_mp.fleet.host_metric",
+        "kcl_mp.fleet.assignment", "kcl_mp.fleet.table_migration", "kcl_mp.retrieval.dynamodb_record",
         "kcl_mp.multilang.wire", "kcl_mp.multilang.protocol", "kcl_mp.multilang.command",
         "kcl_mp.retrieval.deaggregate", "kcl_mp.supervisor.restart_policy", "kcl_mp.supervisor.progress",
         "kcl_mp.metrics.catalogue", "kcl_mp.metrics.link", "kcl_mp.supervisor.starts", "kcl_mp.worker.channel"]
@@ -115,3 +118,15 @@ def test_no_import_cycles():
         if node not in index:
             visit(node)
     assert not cycles, cycles
+
+
+def test_the_pool_processes_never_reach_the_fleet():
+    edges = graph()
+    seen: set[str] = set()
+    todo = [m for m in edges if m.split(".")[1:2] in (["worker"], ["retrieval"], ["multilang"])]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(edges[module])
+    assert not {m for m in seen if m.startswith("kcl_mp.fleet")}, sorted(m for m in seen if m.startswith("kcl_mp.fleet"))

@@ -1,11 +1,11 @@
-"""KCL 3.5's table migration rules (leases/table_migration.py) as decision tables, from
+"""KCL 3.5's table migration rules (fleet/table_migration.py) as decision tables, from
 TableMigrationStateMachineImpl (docs/kcl3-facts.md section 7)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kcl_mp.leases import table_migration as tm
+from kcl_mp.fleet import table_migration as tm
 from kcl_mp.leases.rows import CoordinatorState, StateChange
 
 IN, D, P, C = tm.INIT, tm.DEPLOYED, tm.PENDING, tm.COMPLETE

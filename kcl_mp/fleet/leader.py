@@ -50,7 +50,7 @@ from typing import Any
 
 from kcl_mp.aws.errors import CONDITION_FAILED, call
 from kcl_mp.errors import DependencyError
-from kcl_mp.leases.coordinator_state import StateTables
+from kcl_mp.fleet.state_store import StateTables
 from kcl_mp.leases.lease import ENTITY_TYPE
 from kcl_mp.leases.rows import LEADER, LEADER_KEY, RowError, leader_view
 
@@ -72,7 +72,7 @@ class Lock:
 
 
 # What a contender last read when the lock row cannot be parsed: nobody can take it, so nobody
-# leads until it is fixed, and followers rescue leases as under a lock that never ends (fleet3).
+# leads until it is fixed, and followers rescue leases as under a lock that never ends (fleet/role.py).
 UNREADABLE = Lock("(an unreadable lock)", 2**63 - 1, "", False)
 
 

@@ -38,10 +38,10 @@ from typing import Any
 
 from kcl_mp.config import Config
 from kcl_mp.errors import DependencyError
+from kcl_mp.fleet.discovery import OwnerIndexDiscovery
+from kcl_mp.fleet.leader import UNREADABLE
+from kcl_mp.fleet.role import FleetRole
 from kcl_mp.leases import balance, shard_sync
-from kcl_mp.leases.discovery import OwnerIndexDiscovery
-from kcl_mp.leases.fleet3 import Fleet3
-from kcl_mp.leases.leader import UNREADABLE
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.renewer import Renewer
 from kcl_mp.leases.shard_syncer import ShardSyncer, TableView
@@ -100,12 +100,12 @@ class LeaseCoordinator:
     avoid: dict[str, float] = field(default_factory=dict)  # key -> until when this host does not take it
     last_steal_at: float = float("-inf")
     metrics: Recorder = field(default_factory=lambda: Recorder(enabled=False))
-    fleet: balance.Fleet | None = None  # as the last scan saw it
+    figures: balance.Fleet | None = None  # the fleet as the last scan saw it
     renewals: LeaseTable | None = None  # through the renewals' own client (renewer.renewal_table); None: table
     wall: Callable[[], float] = time.time
 
     def __post_init__(self) -> None:
-        self.fleet3 = Fleet3(self.config, self.table.client, self.table, self.log, self.clock, self.wall, self.rng,
+        self.fleet = FleetRole(self.config, self.table.client, self.table, self.log, self.clock, self.wall, self.rng,
                              self.metrics)
         self.throughput = LeaseThroughput(int(self.config.lease.renew_interval_s * 1000))
         self.renewer = Renewer(self.renewals or self.table, self.config.lease, self.me, self.clock, random.Random(),
@@ -124,7 +124,7 @@ class LeaseCoordinator:
 
     def join_fleet(self) -> None:
         """Start-up: settle the fleet's client version (clientVersionConfig), take up its role."""
-        self.fleet3.join()
+        self.fleet.join()
 
     @property
     def me(self) -> str:
@@ -168,7 +168,7 @@ class LeaseCoordinator:
 
     def renew(self) -> Renewal:
         """One round: every held lease renewed at once (``renewer``), then what came of each."""
-        became_leader = self.fleet3.tick()
+        became_leader = self.fleet.tick()
         lost: list[str] = []
         handoffs: list[str] = []
         failover_s = self.config.lease.failover_time_ms / 1000.0
@@ -264,16 +264,16 @@ class LeaseCoordinator:
         """How long until the next scan: the watch interval in a 2.x role; the renewal interval in
         a 3.x role, where the leader times every lease's expiry by its scans and a follower finds
         what it was assigned through the owner index (one Query) or, while it rescues, scans
-        (fleet3's docstring: a dead worker's shards wait about failoverTimeMillis, not a round)."""
-        if self.fleet3.role.takes:
+        (fleet/role.py's docstring: a dead worker's shards wait about failoverTimeMillis, not a round)."""
+        if self.fleet.role.takes:
             return self.config.lease.watch_interval_s
         return self.config.lease.renew_interval_s
 
     def scan(self) -> tuple[str, ...]:
         """One look at the table: take expired leases; steal at most once per take interval.
-        In a 3.x role (``fleet3``): take nothing; as the leader assign; start what the leader
+        In a 3.x role (``fleet.role``): take nothing; as the leader assign; start what the leader
         assigned here (this host's own assignments at once)."""
-        self.fleet3.follow()
+        self.fleet.follow()
         if self._index_follower():
             return self._discover()
         try:
@@ -286,15 +286,15 @@ class LeaseCoordinator:
         for key in [key for key in self.held if key not in leases or leases[key].holder != self.me]:
             holder = leases[key].holder if key in leases else None
             self.drop(key, f"the lease table shows {holder or 'nobody'} holding it")
-        if not self.fleet3.role.takes:
+        if not self.fleet.role.takes:
             before = set(self.held)
-            leases.update(self.fleet3.lead(leases))
-            if self.fleet3.rescues():
+            leases.update(self.fleet.lead(leases))
+            if self.fleet.rescues():
                 self._rescue(leases)
-            self.adopt_own_leases(self.fleet3.discover(leases.values(), [*self.held, *self.incoming]),
+            self.adopt_own_leases(self.fleet.discover(leases.values(), [*self.held, *self.incoming]),
                                   "assigned by the leader")
             return tuple(key for key in self.held if key not in before)
-        self.fleet3.monitor_flip(leases)
+        self.fleet.monitor_flip(leases)
         now = self.clock()
         self.observations = balance.observe(self.observations, leases.values(), now)
         may_steal = now - self.last_steal_at >= self.config.lease.take_interval_s
@@ -324,12 +324,12 @@ class LeaseCoordinator:
         return tuple(acquired)
 
     def _rescue(self, leases: Mapping[str, Lease]) -> None:
-        """A 3.x follower whose leader cannot be replaced soon takes what lies abandoned (fleet3's docstring)."""
+        """A 3.x follower whose leader cannot be replaced soon takes what lies abandoned (fleet/role.py's docstring)."""
         now = self.clock()
         self.observations = balance.observe(self.observations, leases.values(), now)
-        after_s = self.fleet3.rescue_after_s
+        after_s = self.fleet.rescue_after_s
         plan = balance.plan_rescue(self.me, leases, self.observations, now, self.config.lease, after_s, self.rng)
-        lock = self.fleet3.election.last_read if self.fleet3.election else None
+        lock = self.fleet.election.last_read if self.fleet.election else None
         leader = ("nobody (the leader lock cannot be read)" if lock is UNREADABLE else
                   f"{lock.owner}, whose lock lasts {lock.lease_duration_ms / 1000:.0f} s," if lock else "the leader")
         for key in plan.take:
@@ -339,8 +339,8 @@ class LeaseCoordinator:
 
     def _index_follower(self) -> bool:
         """A 3.x follower whose lease table has an ACTIVE lease-owner index (``discovery``), and
-        that does not rescue (``Fleet3.rescues``: then it scans the whole table)."""
-        return (not self.fleet3.role.takes and not self.fleet3.is_leader() and not self.fleet3.rescues()
+        that does not rescue (``FleetRole.rescues``: then it scans the whole table)."""
+        return (not self.fleet.role.takes and not self.fleet.is_leader() and not self.fleet.rescues()
                 and self.discovery.usable())
 
     def _discover(self) -> tuple[str, ...]:
@@ -359,17 +359,17 @@ class LeaseCoordinator:
         """Whether this host runs the periodic shard sync: every host in a 2.x role (kcl-mp's
         leaderless audit), only the leader in a 3.x role (Java's PeriodicShardSyncManager
         asks the leader decider), once a scan has shown it the whole table."""
-        if self.fleet3.role.takes:
+        if self.fleet.role.takes:
             return True
-        return self.fleet3.is_leader() and self.scanned_all
+        return self.fleet.is_leader() and self.scanned_all
 
     def _record_fleet(self, found: Mapping[str, Lease], acquired: list[str], taken_expired: int, now: float) -> None:
-        """The fleet view (``self.fleet``, the Prometheus gauges) is what the scan left, with
+        """The fleet view (``self.figures``, the Prometheus gauges) is what the scan left, with
         what it took counted as this worker's; CloudWatch gets the unclaimed leases it found
         (Java's TakeLeases ExpiredLeases), those left plus the expired ones it took."""
         left = {**found, **{key: self.held[key].lease for key in acquired}}
         observations = balance.observe(self.observations, left.values(), now)
-        self.fleet = fleet = balance.fleet(self.me, left, observations, now, self.config.lease)
+        self.figures = fleet = balance.fleet(self.me, left, observations, now, self.config.lease)
         self.metrics.add("unclaimed_leases", fleet.unclaimed + taken_expired)
         self.metrics.add("total_leases", fleet.total_leases)
         self.metrics.add("total_shards", fleet.open_leases)
@@ -470,7 +470,7 @@ class LeaseCoordinator:
                 self.log.warning("cancelling the handoff of %s failed (%s)", key, exc)
         self.held.clear()
         self.incoming.clear()
-        self.fleet3.release()
+        self.fleet.release()
         return released
 
     def refresh(self, key: str) -> None:

@@ -4,7 +4,7 @@ Every lease coordinator holds one (``clientVersionConfig`` unset means
 CLIENT_VERSION_CONFIG_3X, as in Java) and calls it at three points; in a 2.x role the
 coordinator takes and steals by the 2.x rules::
 
-    join       start-up: settle KCL 3.5's table migration (``table_migration_io``: where the
+    join       start-up: settle KCL 3.5's table migration (``table_migrator``: where the
                state and metrics are read and written), create the own tables where a
                Java worker would, settle ``Migration3.0`` for the config
                (``client_version.initial``), pick the role, log it with the config and
@@ -60,22 +60,23 @@ from typing import Any
 
 from kcl_mp.config import Config
 from kcl_mp.errors import DependencyError
-from kcl_mp.leases import assignment, balance, client_version, fleet_metrics, host_probe, owner_index
-from kcl_mp.leases.client_version import ClientVersion, Role
-from kcl_mp.leases.coordinator_state import CoordinatorStateStore, StateTables
-from kcl_mp.leases.leader import LeaderElection, LeaderLock
+from kcl_mp.fleet import assignment, client_version, fleet_metrics, host_probe
+from kcl_mp.fleet.client_version import ClientVersion, Role
+from kcl_mp.fleet.leader import LeaderElection, LeaderLock
+from kcl_mp.fleet.state_store import CoordinatorStateStore, StateTables
+from kcl_mp.fleet.table_migrator import TableMigrator
+from kcl_mp.fleet.worker_metrics import CPU, FIRST_REPORT_S, WorkerMetricsReporter
+from kcl_mp.leases import balance, owner_index
 from kcl_mp.leases.lease import Lease, released_by
 from kcl_mp.leases.rows import WorkerMetrics
 from kcl_mp.leases.table import LeaseTable
-from kcl_mp.leases.table_migration_io import TableMigrator
-from kcl_mp.leases.worker_metrics import CPU, FIRST_REPORT_S, WorkerMetricsReporter
 from kcl_mp.logs import ShardLog
 from kcl_mp.metrics.catalogue import Recorder
 
 LEFT_ROUNDS = 10  # rounds a handed-away-from worker stays barred from getting the lease back
 
 
-class Fleet3:
+class FleetRole:
     """The client version this host follows and what its role does (module docstring)."""
 
     def __init__(self, config: Config, client: Any, table: LeaseTable, log: ShardLog, clock: Callable[[], float],

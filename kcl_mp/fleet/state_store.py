@@ -9,7 +9,7 @@ Java keeps three kinds of state beside the leases (DESIGN.md, "KCL 3.x fleets"):
 
 ``StateTables`` names the place for one application; every 3.x module (leader,
 worker_metrics) writes through it, so the same code serves both layouts; which place a
-worker reads and writes is KCL 3.5's table migration (``table_migration_io.TableMigrator``).
+worker reads and writes is KCL 3.5's table migration (``table_migrator.TableMigrator``).
 3.5 writes an ``entityType`` on every such row it creates, in either place
 (CoordinatorState.serialize; updates leave it alone); 3.1.3 does not, and ignores one it
 finds (MigrationState.deserialize keeps unknown attributes).
@@ -38,7 +38,7 @@ from typing import Any
 from kcl_mp.aws.dynamodb import create_table
 from kcl_mp.aws.errors import CONDITION_FAILED, NOT_FOUND, call
 from kcl_mp.errors import DependencyError
-from kcl_mp.leases import client_version
+from kcl_mp.fleet import client_version
 from kcl_mp.leases.lease import ENTITY_TYPE, LEASE_KEY
 from kcl_mp.leases.rows import (
     CLIENT_VERSION_MIGRATION,

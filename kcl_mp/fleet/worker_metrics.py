@@ -37,7 +37,7 @@ from functools import partial
 from typing import Any
 
 from kcl_mp.aws.errors import call
-from kcl_mp.leases.coordinator_state import StateTables, ensure_table
+from kcl_mp.fleet.state_store import StateTables, ensure_table
 from kcl_mp.leases.lease import ENTITY_TYPE
 from kcl_mp.leases.rows import WORKER_METRIC_STATS, java_double
 

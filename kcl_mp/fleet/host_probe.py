@@ -12,8 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from kcl_mp.aws.imds import identity_document_answers
-from kcl_mp.leases import host_metric
-from kcl_mp.leases.host_metric import HostFacts
+from kcl_mp.fleet import host_metric
+from kcl_mp.fleet.host_metric import HostFacts
 
 
 def observe(root: Path = Path("/")) -> HostFacts:

@@ -40,9 +40,9 @@ from typing import Any
 from kcl_mp.aws.dynamodb import scan_all, table_status
 from kcl_mp.aws.errors import CONDITION_FAILED, NOT_FOUND, call
 from kcl_mp.errors import DependencyError
-from kcl_mp.leases import table_migration as tm
-from kcl_mp.leases.coordinator_state import StateTables, update_expected
-from kcl_mp.leases.fleet_metrics import read_worker_metrics
+from kcl_mp.fleet import table_migration as tm
+from kcl_mp.fleet.fleet_metrics import read_worker_metrics
+from kcl_mp.fleet.state_store import StateTables, update_expected
 from kcl_mp.leases.lease import ENTITY_TYPE, LEASE_KEY
 from kcl_mp.leases.rows import (
     CLIENT_VERSION_MIGRATION,

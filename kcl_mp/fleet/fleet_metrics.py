@@ -20,8 +20,8 @@ from typing import Any
 
 from kcl_mp.aws.dynamodb import scan_all
 from kcl_mp.aws.errors import CONDITION_FAILED, call
-from kcl_mp.leases import assignment
-from kcl_mp.leases.coordinator_state import StateTables
+from kcl_mp.fleet import assignment
+from kcl_mp.fleet.state_store import StateTables
 from kcl_mp.leases.lease import ENTITY_TYPE, LEASE_KEY
 from kcl_mp.leases.rows import WORKER_METRIC_STATS, WorkerMetrics, read_items
 
