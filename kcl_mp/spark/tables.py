@@ -45,8 +45,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
     from pyiceberg.table import Table as IcebergTable
+    from pyspark.sql import DataFrame
     from pyspark.sql.streaming import StreamingQuery
 
 QUERY_ID = "kcl-mp.query-id"
@@ -195,7 +195,8 @@ def write_stream(df: DataFrame, fmt: Format | str, path: str, checkpoint: str, t
 
 def _query_id(batch: DataFrame, checkpoint: str) -> str:
     """The id in ``<checkpoint>/metadata``, read through Spark (so s3a:// works)."""
-    return str(json.loads(batch.sparkSession.read.text(f"{checkpoint}/metadata").first()[0])["id"])
+    (line,) = batch.sparkSession.read.text(f"{checkpoint}/metadata").take(1)
+    return str(json.loads(line[0])["id"])
 
 
 def _delta_batches(uri: str, checkpoint: str, s3: S3Settings) -> Callable[[DataFrame, int], None]:
@@ -258,5 +259,5 @@ def _iceberg_recorded(table: IcebergTable, query_id: str) -> int | None:
     for snapshot in ancestors_of(table.current_snapshot(), table.metadata):
         summary = snapshot.summary
         if summary is not None and summary.get(QUERY_ID) == query_id:
-            return int(summary[BATCH_ID])
+            return int(str(summary[BATCH_ID]))
     return None

@@ -9,19 +9,8 @@ import argparse
 import json
 
 from pyspark.sql import SparkSession
-from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType, TimestampType
 
 from kcl_mp.spark.tables import IcebergCatalog, S3Settings, Trigger, write_stream
-
-LANDED = StructType([
-    StructField("stream", StringType()),
-    StructField("shardId", StringType()),
-    StructField("sequenceNumber", StringType()),
-    StructField("subSequenceNumber", LongType()),
-    StructField("partitionKey", StringType()),
-    StructField("approximateArrivalTimestamp", TimestampType()),
-    StructField("data", BinaryType()),
-])
 
 
 def main() -> None:
@@ -39,7 +28,8 @@ def main() -> None:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    landed = spark.readStream.schema(LANDED).option("maxFilesPerTrigger", 1).parquet(args.input)
+    schema = spark.read.parquet(args.input).schema  # the landed schema, as the test wrote it
+    landed = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(args.input)
     catalog = IcebergCatalog("test", json.loads(args.iceberg_catalog))
     queries = []
     for output in args.output:

@@ -22,6 +22,7 @@ import sys
 import time
 from collections import Counter
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 
 import boto3
@@ -105,6 +106,12 @@ def in_flight(checkpoint: Path) -> int | None:
     return max(pending) if pending else None
 
 
+def batch_in_flight_after(job: subprocess.Popen, log: Path, checkpoint: Path, after: int) -> bool:
+    assert job.poll() is None, f"the job ended before it was killed:\n{log.read_text()[-4000:]}"
+    batch = in_flight(checkpoint)
+    return batch is not None and batch > after
+
+
 def delta_ids(path: str, options: dict[str, str] | None = None) -> Counter:
     rows = DeltaTable(path, storage_options=options).to_pyarrow_table(columns=["data"]).column("data").to_pylist()
     return Counter(json.loads(d)["id"] for d in rows)
@@ -126,13 +133,8 @@ def test_delta_and_iceberg_hold_every_id_once_through_three_sigkills(tmp_path):
                                    stdin=subprocess.DEVNULL, start_new_session=True)
         try:
             after = killed_in[-1] if killed_in else 0
-
-            def a_later_batch_in_flight() -> bool:
-                assert job.poll() is None, f"the job ended before it was killed:\n{log.read_text()[-4000:]}"
-                batch = in_flight(checkpoints / "delta")
-                return batch is not None and batch > after
-
-            wait_until(a_later_batch_in_flight, 180, f"a batch after {after} in flight", 0.02)
+            wait_until(partial(batch_in_flight_after, job, log, checkpoints / "delta", after), 180,
+                       f"a batch after {after} in flight", 0.02)
             killed_in.append(in_flight(checkpoints / "delta") or 0)
             time.sleep(rng.uniform(0, 0.8))  # somewhere in the batch: reading, writing a table, committing
         finally:
