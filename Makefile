@@ -10,8 +10,10 @@ SPARK_STAMP := $(VENV)/.spark-installed
 KINESIS_MOCK := tests/emulators/node_modules/kinesis-local/main.js
 # The Node.js processor's published aws-kcl library.
 NODE_PROCESSOR := kcl_mp/processors/nodejs/node_modules/aws-kcl/package.json
+# The jars beside PySpark's for the native Delta/Iceberg sinks and s3a:// (examples/spark/jars.pom.xml, ~68 MB).
+SPARK_JARS := .cache/spark-jars/.pinned
 
-.PHONY: demo spark-demo lint test unit integration bench bench-scale bench-protocol bench-balance bench-faults bench-throughput clean jq java
+.PHONY: demo spark-demo spark-jars mvn lint test unit integration bench bench-scale bench-protocol bench-balance bench-faults bench-throughput clean jq java
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +28,7 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 	touch $@
 
 $(SPARK_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[demo,sink,spark]'
+	$(BIN)/pip install --quiet -e '.[demo,sink,spark-local]'
 	touch $@
 
 $(KINESIS_MOCK): tests/emulators/package.json tests/emulators/package-lock.json
@@ -52,9 +54,23 @@ java:
 	    echo "installing Java 17 (Debian) for PySpark"; apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
 	  else echo "Java 17+ is needed by the Spark pipeline's tests: apt-get install openjdk-17-jre-headless" >&2; exit 1; fi; }
 
-install: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java
+# Maven, for the Spark jars (Debian's package; installed when running as root).
+mvn:
+	@command -v mvn >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Maven (Debian) for the Spark jars"; apt-get update -qq && apt-get install -y -qq maven >/dev/null; \
+	  else echo "Maven is needed for the Spark jars: apt-get install maven" >&2; exit 1; fi; }
 
-## spark-demo: the pipeline end to end on the embedded default: kcl-mp + the Parquet sink, then the PySpark job
+## spark-jars: the pinned jars for Delta, Iceberg and S3A into .cache/spark-jars (once; ~30 s, 68 MB)
+spark-jars: $(SPARK_JARS)
+$(SPARK_JARS): examples/spark/jars.pom.xml | mvn
+	rm -rf $(@D)
+	mvn -B -q -f examples/spark/jars.pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(@D)
+	touch $@
+
+install: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS)
+
+## spark-demo: the pipeline end to end on the embedded default: kcl-mp + the sink, the landing source into Delta, a query
 spark-demo: $(SPARK_STAMP) java
 	$(BIN)/python examples/spark/run_pipeline.py $(DEMO_ARGS)
 
@@ -74,14 +90,14 @@ PARALLEL ?= 2
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
 ## test: the lint, then every test (PARALLEL=2 at a time, then the timing tests alone)
-test: lint $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java
+test: lint $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS)
 	$(PYTEST) -m "not timing" -n $(PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/parallel.xml) $(PYTEST_ARGS)
 	$(PYTEST) -m timing $(if $(JUNIT),--junitxml=$(JUNIT)/timing.xml) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 unit: lint $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
 
-integration: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java
+integration: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS)
 	$(BIN)/python -m pytest -q tests/integration $(PYTEST_ARGS)
 
 BENCH_STAMP := $(VENV)/.bench-installed

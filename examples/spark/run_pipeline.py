@@ -1,29 +1,31 @@
 #!/usr/bin/env python3
-"""The whole pipeline locally: Kinesis (embedded moto) -> kcl-mp with the Parquet sink ->
-run/landing -> the PySpark job (availableNow) -> run/tables/{events,counts}.
+"""The whole pipeline locally: Kinesis (embedded moto) -> kcl-mp with the landing sink ->
+run/landing -> the landing source (kcl_mp.spark.job, availableNow) -> a Delta table in
+run/tables/events -> a query of it.
 
 Runs the demo driver with ``examples/spark/pipeline.properties`` (it puts ``--records``
 records with unique ids and waits until every shard's last record is checkpointed, so
-every record has landed), then the Spark job, then checks the events table: every id
-exactly once. Run it again and the job picks up only what landed since.
+every record has landed), then ``python -m kcl_mp.spark.job --format delta``, then SQL over
+the Delta table with delta-rs: every id exactly once, and the records per partition key.
+Run it again and the job picks up only what landed since.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
-import pyarrow.parquet as pq
+import pyarrow as pa
+from deltalake import DeltaTable, QueryBuilder
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "run"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from landing_job import committed_files  # noqa: E402
+QUERY = """SELECT count(*) AS records, count(DISTINCT data) AS distinct_records, count(DISTINCT "shardId") AS shards,
+min("approximateArrivalTimestamp") AS first_arrival, max("approximateArrivalTimestamp") AS last_arrival FROM events"""
+PER_KEY = 'SELECT "partitionKey", count(*) AS records FROM events GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 5'
 
 
 def main() -> int:
@@ -37,20 +39,24 @@ def main() -> int:
     if demo.returncode != 0:
         print("the kcl-mp part failed; see run/kcl-mp-pipeline.log", file=sys.stderr)
         return demo.returncode
-    print("running the Spark job over run/landing (availableNow)")
-    job = subprocess.run([sys.executable, "examples/spark/landing_job.py", "--landing", str(RUN / "landing"),
-                          "--output", str(RUN / "tables"), "--checkpoint", str(RUN / "spark-checkpoint"),
-                          "--available-now"], cwd=ROOT, env={"SPARK_LOCAL_IP": "127.0.0.1", **os.environ})
+    table = RUN / "tables" / "events"
+    print(f"running the landing source over run/landing into the Delta table {table.relative_to(ROOT)}")
+    job = subprocess.run([sys.executable, "-m", "kcl_mp.spark.job", "--landing", str(RUN / "landing"),
+                          "--output", str(table), "--checkpoint", str(RUN / "spark-checkpoint"),
+                          "--format", "delta", "--available-now"], cwd=ROOT,
+                         env={"SPARK_LOCAL_IP": "127.0.0.1",
+                              "PYSPARK_SUBMIT_ARGS": "--master local[2] --conf spark.ui.enabled=false pyspark-shell",
+                              **os.environ})
     if job.returncode != 0:
         return job.returncode
-    ids: Counter = Counter()
-    for path in committed_files(str(RUN / "tables" / "events")):
-        for data in pq.read_table(path, columns=["data"]).column("data").to_pylist():
-            ids[json.loads(data)["id"]] += 1
-    counts = pq.read_table(RUN / "tables" / "counts").to_pydict()
-    twice = sum(1 for c in ids.values() if c > 1)
-    print(f"events: {len(ids)} distinct ids, {twice} seen more than once; counts: {len(counts['count'])} "
-          f"(minute, key) rows adding up to {sum(counts['count'])}")
+    events = DeltaTable(str(table))
+    print(f"run/tables/events: Delta version {events.version()}")
+    for sql in (QUERY, PER_KEY):
+        print(sql)
+        for row in pa.table(QueryBuilder().register("events", events).execute(sql).read_all()).to_pylist():
+            print("  ", row)
+    (totals,) = pa.table(QueryBuilder().register("events", events).execute(QUERY).read_all()).to_pylist()
+    twice = totals["records"] - totals["distinct_records"]
     return 0 if twice == 0 else 1
 
 

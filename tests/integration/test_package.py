@@ -35,9 +35,9 @@ def run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 300) -
     return result
 
 
-def test_the_wheel_installs_into_a_fresh_venv_and_works_without_a_checkout(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    # the source as a checkout holds it (links resolved), outside the repository
+def build_wheel(tmp_path: Path) -> Path:
+    """The wheel, built from the source as a checkout holds it (links resolved), outside the
+    repository, with this environment's setuptools."""
     src = tmp_path / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
@@ -45,14 +45,21 @@ def test_the_wheel_installs_into_a_fresh_venv_and_works_without_a_checkout(tmp_p
     shutil.copytree(ROOT / "kcl_mp", src / "kcl_mp", ignore=shutil.ignore_patterns("node_modules", "__pycache__"))
     dist = tmp_path / "dist"
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-         "-w", str(dist), str(src)], tmp_path, dict(os.environ))  # built with this environment's setuptools
+         "-w", str(dist), str(src)], tmp_path, dict(os.environ))
     (wheel,) = dist.glob("kcl_mp-*.whl")
+    return wheel
+
+
+def test_the_wheel_installs_into_a_fresh_venv_and_works_without_a_checkout(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    wheel = build_wheel(tmp_path)
     assert wheel.name.startswith(f"kcl_mp-{kcl_mp.__version__}-")
     names = set(zipfile.ZipFile(wheel).namelist())
     for shipped in ("kcl_mp/kit/conformance/scenarios.json", "kcl_mp/kit/schema/multilang.schema.json",
                     "kcl_mp/kit/vectors/basic.jsonl", "kcl_mp/processors/python/sample_processor.py",
                     "kcl_mp/processors/python/parquet_sink.py", "kcl_mp/processors/nodejs/sample_processor.js",
-                    "kcl_mp/processors/nodejs/package-lock.json", "kcl_mp/processors/shell/processor.sh"):
+                    "kcl_mp/processors/nodejs/package-lock.json", "kcl_mp/processors/shell/processor.sh",
+                    "kcl_mp/spark/tables.py"):
         assert shipped in names, f"{shipped} is not in {wheel.name}"
     vectors = {p.name for p in (ROOT / "kcl_mp" / "kit" / "vectors").glob("*.jsonl")}
     shipped_vectors = {n.rsplit("/", 1)[1] for n in names if n.startswith("kcl_mp/kit/vectors/")}
@@ -141,3 +148,25 @@ def test_the_documented_install_lines_work_as_written(tmp_path):
         assert version == f"kcl-mp {kcl_mp.__version__}", (route, version)
         assert "examples:\n  kcl-mp check-config" in run([str(venv / "bin" / "kcl-mp"), "check-config", "--help"],
                                                           elsewhere, base).stdout
+
+
+OLDER_PYSPARK = "4.0.5"  # EMR 8's line: a cluster's PySpark, older than the tests' 4.3.0
+PIP_CACHE = ROOT / ".cache" / "pip"  # PySpark is a 400 MB sdist: downloaded and built once
+
+
+@pytest.mark.spark
+def test_the_spark_extra_leaves_the_clusters_pyspark_in_place(tmp_path):
+    """A fresh venv with an older PySpark already installed, as on a cluster: ``pip install
+    <wheel>[spark]`` (from PyPI, through a cache kept in .cache/pip) brings the table-format
+    libraries and leaves that PySpark as it was; ``kcl_mp.spark`` imports."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    wheel = build_wheel(tmp_path)
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", str(venv)], tmp_path, env)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "-q", "--cache-dir", str(PIP_CACHE)]
+    run([*pip, "install", f"pyspark=={OLDER_PYSPARK}"], tmp_path, env, timeout=600)
+    run([*pip, "install", f"{wheel}[spark]"], tmp_path, env, timeout=600)
+    versions = run([str(venv / "bin" / "python"), "-c",
+                    "import importlib.metadata as m, kcl_mp.spark.tables, deltalake, pyiceberg\n"
+                    "print(m.version('pyspark'), m.version('kcl-mp'))"], tmp_path, env).stdout.split()
+    assert versions == [OLDER_PYSPARK, kcl_mp.__version__], versions
