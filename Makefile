@@ -10,7 +10,7 @@ SPARK_STAMP := $(VENV)/.spark-installed
 KINESIS_MOCK := tests/emulators/node_modules/kinesis-local/main.js
 # The Node.js processor's published aws-kcl library.
 NODE_PROCESSOR := kcl_mp/processors/nodejs/node_modules/aws-kcl/package.json
-# The jars beside PySpark's for the native Delta/Iceberg sinks and s3a:// (examples/spark/jars.pom.xml, ~68 MB).
+# The jars beside PySpark's for s3a:// paths (examples/spark/jars.pom.xml: 35 jars, 13 MB).
 SPARK_JARS := .cache/spark-jars/.pinned
 
 .PHONY: demo spark-demo spark-jars mvn lint test unit integration bench bench-scale bench-protocol bench-balance bench-faults bench-throughput clean jq java
@@ -61,7 +61,7 @@ mvn:
 	    echo "installing Maven (Debian) for the Spark jars"; apt-get update -qq && apt-get install -y -qq maven >/dev/null; \
 	  else echo "Maven is needed for the Spark jars: apt-get install maven" >&2; exit 1; fi; }
 
-## spark-jars: the pinned jars for Delta, Iceberg and S3A into .cache/spark-jars (once; ~30 s, 68 MB)
+## spark-jars: the pinned S3A jars into .cache/spark-jars (once; seconds with a warm ~/.m2, 13 MB)
 spark-jars: $(SPARK_JARS)
 $(SPARK_JARS): examples/spark/jars.pom.xml | mvn
 	rm -rf $(@D)

@@ -151,7 +151,7 @@ def test_the_documented_install_lines_work_as_written(tmp_path):
 
 
 OLDER_PYSPARK = "4.0.5"  # EMR 8's line: a cluster's PySpark, older than the tests' 4.3.0
-PIP_CACHE = ROOT / ".cache" / "pip"  # PySpark is a 400 MB sdist: downloaded and built once
+PIP_CACHE = Path.home() / ".cache" / "kcl-mp" / "pip"  # PySpark is a 400 MB sdist: built once per machine, not per clone
 
 
 @pytest.mark.spark
