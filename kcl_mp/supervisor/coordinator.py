@@ -42,6 +42,7 @@ from kcl_mp.fleet.discovery import OwnerIndexDiscovery
 from kcl_mp.fleet.leader import UNREADABLE
 from kcl_mp.fleet.role import FleetRole
 from kcl_mp.leases import balance, shard_sync
+from kcl_mp.leases.handoff import Verdict, judge_incoming
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.renewer import Renewer
 from kcl_mp.leases.shard_syncer import ShardSyncer, TableView
@@ -225,15 +226,17 @@ class LeaseCoordinator:
             except DependencyError as exc:
                 self.log.warning("checking the handoff of %s failed: %s", key, exc)
                 continue
-            if current is None or current.owner != self.me:
+            judged = judge_incoming(self.me, current, waiting.lease, waiting.asked, waiting.asked_at,
+                                    waiting.changed_at, waiting.seen_checkpointing, now, failover_s,
+                                    self.config.lease.handoff_timeout_s)
+            if judged.verdict is Verdict.GONE:
                 del self.incoming[key]
                 self.log.info("lease %s went to %s instead", key, current.owner if current else "nobody (deleted)")
-                continue
-            if current.is_shard_end:  # its old owner finished the shard: nothing left to process
+            elif judged.verdict is Verdict.ENDED:  # its old owner finished the shard: nothing left to process
                 del self.incoming[key]
                 self.log.info("lease %s reached SHARD_END during its handoff: not taking it", key)
-                continue
-            if not current.checkpoint_owner:
+            elif judged.verdict is Verdict.HANDED_OVER:
+                assert current is not None
                 del self.incoming[key]
                 # The old owner's last write landed after a read that still saw the handoff (the
                 # one that set changed_at): a safe "renewed" time, where `now` could be too late.
@@ -241,19 +244,11 @@ class LeaseCoordinator:
                 acquired.append(key)
                 self.metrics.add("leases_taken", 1)
                 self.log.info("lease %s handed over at checkpoint %s", key, current.checkpoint)
-                continue
-            if current.counter != waiting.lease.counter:
-                waiting.changed_at = now
-            waiting.lease = current
-            overdue = now - waiting.asked_at > self.config.lease.handoff_timeout_s
-            stalled = now - waiting.changed_at > failover_s
-            asked = waiting.asked
-            silent = (asked is not None and not waiting.seen_checkpointing and now - waiting.asked_at > failover_s
-                      and current.counter >= asked.counter + 2 and current.checkpoint == asked.checkpoint)
-            if overdue or stalled or silent:
-                why = ("its owner stopped renewing it" if stalled else "the handoff timed out" if overdue else
-                       "its owner renews it but has neither checkpointed nor handed it over: it is not answering")
-                if self._take(current, f"took lease {key} from {current.checkpoint_owner} ({why})"):
+            else:
+                assert current is not None
+                waiting.lease, waiting.changed_at = current, judged.changed_at
+                if judged.verdict is Verdict.TAKE and self._take(
+                        current, f"took lease {key} from {current.checkpoint_owner} ({judged.why})"):
                     del self.incoming[key]
                     acquired.append(key)
         return tuple(acquired)
