@@ -189,7 +189,7 @@ def plan_shard(covered: Position | None, files: Iterable[Landed], start_after: s
             break
         joining = [f for f in ahead if f.after <= c]
         if not joining:
-            gap = Gap(covered, min(f.after for f in ahead))
+            gap = Gap(c, min(f.after for f in ahead))
             break
         best = max(joining, key=lambda f: (f.last, f.name))
         if takes and ((max_files is not None and len(takes) >= max_files)

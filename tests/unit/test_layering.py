@@ -22,7 +22,8 @@ PURE = ["kcl_mp.backoff", "kcl_mp.errors", "kcl_mp.sequence",
         "kcl_mp.leases.client_version", "kcl_mp.leases.host_metric", "kcl_mp.leases.rows", "kcl_mp.leases.assignment", "kcl_mp.leases.throughput",
         "kcl_mp.multilang.wire", "kcl_mp.multilang.protocol", "kcl_mp.multilang.command",
         "kcl_mp.retrieval.deaggregate", "kcl_mp.supervisor.restart_policy", "kcl_mp.supervisor.progress",
-        "kcl_mp.metrics.catalogue", "kcl_mp.metrics.link", "kcl_mp.supervisor.starts", "kcl_mp.worker.channel"]
+        "kcl_mp.metrics.catalogue", "kcl_mp.metrics.link", "kcl_mp.supervisor.starts", "kcl_mp.worker.channel",
+        "kcl_mp.spark.layout"]
 NO_IO = ["kcl_mp.multilang.protocol"]
 
 
