@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-SOURCE = "kclmp_landing"
-
 
 def register(spark: Any) -> None:
     """Register the ``kclmp_landing`` source with ``spark`` (a SparkSession; PySpark >= 4.0)."""

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from kcl_mp.spark import SOURCE, register
+from kcl_mp.spark import register
 
 
 def write_parquet(df: Any, path: str, checkpoint: str, trigger: dict[str, Any]) -> Any:
@@ -50,13 +50,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
+    from kcl_mp.spark.source import NAME
+
     args = parse(argv)
     spark = SparkSession.builder.appName("kcl-mp landing job").getOrCreate()
     register(spark)
     options = {"cleanSource": args.clean_source, "maxFilesPerTrigger": args.max_files_per_trigger,
                "maxRowsPerTrigger": args.max_rows_per_trigger, "sourceArchiveDir": args.archive_dir,
                "s3Endpoint": args.s3_endpoint}
-    reader = spark.readStream.format(SOURCE)
+    reader = spark.readStream.format(NAME)
     for key, value in options.items():
         if value is not None:
             reader = reader.option(key, str(value))

@@ -41,7 +41,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
-from kcl_mp.spark import SOURCE
 from kcl_mp.spark.layout import (
     SEQ_DIGITS,
     Landed,
@@ -65,7 +64,7 @@ except ImportError:  # PySpark 4.0 / 4.1: no admission control, availableNow run
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         """Absent before Spark 4.2."""
 
-NAME = SOURCE
+NAME = "kclmp_landing"
 SCHEMA = ("stream string, shardId string, sequenceNumber string, subSequenceNumber bigint, partitionKey string, "
           "approximateArrivalTimestamp timestamp, data binary, ingestTime timestamp")
 ARROW = pa.schema([  # what Spark expects of SCHEMA (its timestamps are microseconds)
