@@ -124,23 +124,26 @@ class LandingSink(processor.RecordProcessorBase):
             self.checkpoint(process_records_input.checkpointer, self.after)
 
     def write(self, ended: bool = False) -> None:
-        """Commit the batch as one file; nothing is checkpointed before this returns."""
-        if not self.rows:
+        """Commit the batch as one file; nothing is checkpointed before this returns. At the
+        shard's end with nothing left to write, an empty file (first = last = where the shard's
+        records ended) records the end for readers."""
+        if not self.rows and not (ended and self.after != START):
             return
         rows, self.rows, self.bytes, self.first_at = self.rows, [], 0, None
         now = datetime.now(timezone.utc)
-        seqs, subs, keys, arrivals, data = zip(*rows)
-        first: Position = (int(seqs[0]), subs[0])
-        last: Position = (int(seqs[-1]), subs[-1])
+        seqs, subs, keys, arrivals, data = zip(*rows) if rows else ((), (), (), (), ())
+        first: Position = (int(seqs[0]), subs[0]) if rows else self.after
+        last: Position = (int(seqs[-1]), subs[-1]) if rows else self.after
+        n = len(rows)
         table = pa.Table.from_arrays([
-            pa.array([self.stream] * len(rows), pa.string()),
-            pa.array([self.shard] * len(rows), pa.string()),
+            pa.array([self.stream] * n, pa.string()),
+            pa.array([self.shard] * n, pa.string()),
             pa.array(seqs, pa.string()),
             pa.array(subs, pa.int64()),
             pa.array(keys, pa.string()),
             pa.array(arrivals, pa.int64()).cast(pa.timestamp("ms", tz="UTC")),
             pa.array(data, pa.binary()),
-            pa.array([now] * len(rows), pa.timestamp("ms", tz="UTC")),
+            pa.array([now] * n, pa.timestamp("ms", tz="UTC")),
         ], schema=SCHEMA).replace_schema_metadata({
             META_STREAM: self.stream, META_SHARD: self.shard, META_FROM: format_position(self.after),
             META_LAST: format_position(last), META_CHECKPOINTED: format_position(self.checkpointed),

@@ -72,6 +72,7 @@ ARROW = pa.schema([  # what Spark expects of SCHEMA (its timestamps are microsec
     ("subSequenceNumber", pa.int64()), ("partitionKey", pa.string()),
     ("approximateArrivalTimestamp", pa.timestamp("us", tz="UTC")), ("data", pa.binary()),
     ("ingestTime", pa.timestamp("us", tz="UTC"))])
+MAX_LINEAGE_ROUNDS = 16  # availableNow's target: generations of shards admitted one after another
 CLEAN = ("off", "delete", "archive")
 log = logging.getLogger("kcl_mp.spark.source")
 
@@ -281,11 +282,22 @@ class LandingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             max_files, max_rows = self.options.max_files, self.options.max_rows
         if self.freeze and self.target is None:
-            everything = self.planner.plan(start, None, None)
-            self.target = {shard: _position(entry) for shard, entry in everything.items()}
+            self.target = self.available_now_target(start)
         end = self.planner.plan(start, max_files, max_rows, self.target)
         self.last_end = end
         return end
+
+    def available_now_target(self, start: dict[str, Any]) -> dict[str, Position | None]:
+        """What has landed, shard by shard, planned without caps until nothing moves: a shard
+        held for its parents' rows is admitted in a later round, as it will be in a later batch."""
+        end = start
+        for _ in range(MAX_LINEAGE_ROUNDS):
+            following = self.planner.plan(end, None, None)
+            if [(k, v.get("seq"), v.get("sub")) for k, v in sorted(following.items())] == \
+                    [(k, v.get("seq"), v.get("sub")) for k, v in sorted(end.items())]:
+                break
+            end = following
+        return {shard: _position(entry) for shard, entry in end.items()}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[ShardRead]:
         self.last_end = end
