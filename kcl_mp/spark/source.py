@@ -13,7 +13,9 @@ Offsets are per shard, ``{"<stream>/<shard>": {"seq", "sub", "key", "ended", "ho
 the last position emitted (``seq`` "" before anything), the name the next listing starts after,
 whether the shard's last file was emitted, for a shard that appeared while the query ran the
 positions it waits for (lineage: :func:`kcl_mp.spark.layout.admitted`), and the files the batch
-that ends at this offset reads with the position each is read after. ``partitions(start, end)``
+that moved the shard to this position read, with the position each is read after. A shard
+that does not move keeps its entry as it was, so an idle trigger returns ``start`` and runs no
+batch. ``partitions(start, end)``
 reads exactly those files, bounded by ``start``: a batch replayed after a kill (Spark replays
 it from its offset log without planning again) emits the same rows.
 
@@ -153,6 +155,7 @@ class Planner:
         self.options = options
         self.storage = Storage(options.path, options.s3_endpoint)
         self.footers: dict[str, Landed] = {}  # by relative name: a file is read for its footer once
+        self.cleaned: dict[str, Position] = {}  # each shard's position last cleaned up to
 
     def shards(self) -> list[str]:
         """``<stream>/<shard>`` of every shard that has a directory."""
@@ -180,7 +183,7 @@ class Planner:
         knows others) waits for what the others had landed then (``hold``). ``target``:
         availableNow's frozen ends (nothing past them, no shard beyond them). The caps count
         over all shards."""
-        end: dict[str, Any] = {shard: {**entry, "takes": []} for shard, entry in start.items()}
+        end: dict[str, Any] = dict(start)  # a shard that does not move keeps its entry: an idle trigger runs no batch
         found = self.shards()
         emitted = {shard: _position(entry) for shard, entry in start.items()}
         latest: dict[str, Position] = {}
@@ -213,7 +216,8 @@ class Planner:
                 files_left -= len(plan.takes)
             if rows_left is not None:
                 rows_left -= sum(self.footers[shard + "/" + t.name].rows for t in plan.takes)
-            end[shard] = _entry(plan, previous)
+            if plan.takes:
+                end[shard] = _entry(plan, previous)
         for shard in found:
             if shard not in start and start and every_known_listed and (target is None or shard in target):
                 hold = {k: format_position(p) for k, p in latest.items() if k in start}
@@ -223,9 +227,9 @@ class Planner:
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[ShardRead]:
         parts = []
         for shard, entry in sorted(end.items()):
-            if not entry.get("takes"):
-                continue
             lower = _position(start.get(shard, {}))
+            if not entry.get("takes") or _position(entry) == lower:
+                continue  # the shard did not move in this batch: its takes are an earlier batch's
             takes = []
             for name, after in entry["takes"]:
                 bound = parse_position(after) if after else None
@@ -242,8 +246,9 @@ class Planner:
         archive = Storage(self.options.archive, self.options.s3_endpoint) if self.options.archive else None
         for shard, entry in end.items():
             covered = _position(entry)
-            if covered is None or not entry.get("takes"):
+            if covered is None or self.cleaned.get(shard) == covered:
                 continue
+            self.cleaned[shard] = covered
             prefix = shard_prefix(*shard.split("/", 1))
             for name in cleanable(covered, self.listed(shard, "")):
                 if archive is not None:
