@@ -3,7 +3,8 @@ tests/decisions/landing_chain_cases.json).
 
 Where a file goes, relative to the landing root::
 
-    <stream>/<shardId>/<first seq, 56 digits>.<first sub, 5 digits>-<last seq, 56 digits>.<last sub, 5 digits>-<writer>-<n>.parquet
+    <stream>/<shardId>/<first>-<last>-<writer>-<n>.parquet
+    each position <sequence number, 56 digits>.<sub-sequence number, 5 digits>, zero-padded
 
 Names sort by the first (sequence, sub-sequence) they hold, so a reader lists only what is new
 with ``StartAfter``. The writer part is unique to each sink process and ``n`` counts its files,

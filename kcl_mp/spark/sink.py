@@ -34,6 +34,7 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -52,6 +53,7 @@ from kcl_mp.spark.layout import (
     FileName,
     Position,
     format_position,
+    parse_name,
     shard_prefix,
 )
 from kcl_mp.spark.storage import Storage
@@ -130,28 +132,11 @@ class LandingSink(processor.RecordProcessorBase):
         if not self.rows and not (ended and self.after != START):
             return
         rows, self.rows, self.bytes, self.first_at = self.rows, [], 0, None
-        now = datetime.now(timezone.utc)
-        seqs, subs, keys, arrivals, data = zip(*rows) if rows else ((), (), (), (), ())
-        first: Position = (int(seqs[0]), subs[0]) if rows else self.after
-        last: Position = (int(seqs[-1]), subs[-1]) if rows else self.after
-        n = len(rows)
-        table = pa.Table.from_arrays([
-            pa.array([self.stream] * n, pa.string()),
-            pa.array([self.shard] * n, pa.string()),
-            pa.array(seqs, pa.string()),
-            pa.array(subs, pa.int64()),
-            pa.array(keys, pa.string()),
-            pa.array(arrivals, pa.int64()).cast(pa.timestamp("ms", tz="UTC")),
-            pa.array(data, pa.binary()),
-            pa.array([now] * n, pa.timestamp("ms", tz="UTC")),
-        ], schema=SCHEMA).replace_schema_metadata({
-            META_STREAM: self.stream, META_SHARD: self.shard, META_FROM: format_position(self.after),
-            META_LAST: format_position(last), META_CHECKPOINTED: format_position(self.checkpointed),
-            META_ENDED: "true" if ended else "false"})
         self.files += 1
-        name = FileName(first, last, self.writer, self.files)
-        self.storage.commit(shard_prefix(self.stream, self.shard) + str(name), table)
-        self.after = last
+        relative, table = landing_file(self.stream, self.shard, rows, self.after, self.checkpointed, ended,
+                                       datetime.now(timezone.utc), self.writer, self.files)
+        self.storage.commit(relative, table)
+        self.after = parse_name(relative.rpartition("/")[2]).last
         self.unchecked += 1
 
     def checkpoint(self, checkpointer: Any, position: Position | None) -> None:
@@ -185,6 +170,30 @@ class LandingSink(processor.RecordProcessorBase):
         self.write()
         if self.unchecked:
             self.checkpoint(shutdown_requested_input.checkpointer, self.after)
+
+
+def landing_file(stream: str, shard: str, rows: Sequence[tuple[str, int, str, int, bytes]], after: Position,
+                 checkpointed: Position, ended: bool, written: datetime, writer: str, n: int) -> tuple[str, pa.Table]:
+    """A file's name (relative to the landing root) and table: ``rows`` are (sequence number,
+    sub-sequence number, partition key, arrival ms, data); none: the shard's end at ``after``."""
+    seqs, subs, keys, arrivals, data = zip(*rows) if rows else ((), (), (), (), ())
+    first: Position = (int(seqs[0]), subs[0]) if rows else after
+    last: Position = (int(seqs[-1]), subs[-1]) if rows else after
+    count = len(rows)
+    table = pa.Table.from_arrays([
+        pa.array([stream] * count, pa.string()),
+        pa.array([shard] * count, pa.string()),
+        pa.array(seqs, pa.string()),
+        pa.array(subs, pa.int64()),
+        pa.array(keys, pa.string()),
+        pa.array(arrivals, pa.int64()).cast(pa.timestamp("ms", tz="UTC")),
+        pa.array(data, pa.binary()),
+        pa.array([written] * count, pa.timestamp("ms", tz="UTC")),
+    ], schema=SCHEMA).replace_schema_metadata({
+        META_STREAM: stream, META_SHARD: shard, META_FROM: format_position(after),
+        META_LAST: format_position(last), META_CHECKPOINTED: format_position(checkpointed),
+        META_ENDED: "true" if ended else "false"})
+    return shard_prefix(stream, shard) + str(FileName(first, last, writer, n)), table
 
 
 def stream_name(option: str | None, environ: dict[str, str]) -> str | None:

@@ -58,13 +58,12 @@ from kcl_mp.spark.layout import (
 )
 from kcl_mp.spark.storage import Storage
 
-try:  # Spark >= 4.2
-    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles, ReadMaxRows, SupportsTriggerAvailableNow
-except ImportError:  # PySpark 4.0 / 4.1: no admission control, availableNow runs one batch
-    ReadAllAvailable = ReadMaxFiles = ReadMaxRows = None
-
-    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
-        """Absent before Spark 4.2."""
+limits: Any
+try:  # Spark >= 4.2: admission control and availableNow for Python sources
+    from pyspark.sql.streaming import datasource as limits
+except ImportError:  # PySpark 4.0 / 4.1: the reader caps itself, availableNow runs one batch
+    limits = None
+AvailableNow: Any = limits.SupportsTriggerAvailableNow if limits is not None else object
 
 NAME = "kclmp_landing"
 SCHEMA = ("stream string, shardId string, sequenceNumber string, subSequenceNumber bigint, partitionKey string, "
@@ -115,7 +114,7 @@ class Options:
 
 
 @dataclass(frozen=True)
-class ShardRead(InputPartition):  # type: ignore[misc]
+class ShardRead(InputPartition):
     """One shard's part of a batch: its files, each read after a position."""
 
     prefix: str
@@ -258,7 +257,7 @@ class Planner:
                 self.footers.pop(prefix + name, None)
 
 
-class LandingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class LandingStreamReader(DataSourceStreamReader, AvailableNow):
     def __init__(self, options: Options):
         self.options = options
         self.planner = Planner(options)
@@ -271,10 +270,10 @@ class LandingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def getDefaultReadLimit(self) -> Any:
         if self.options.max_files is not None:
-            return ReadMaxFiles(self.options.max_files)
+            return limits.ReadMaxFiles(self.options.max_files)
         if self.options.max_rows is not None:
-            return ReadMaxRows(self.options.max_rows)
-        return ReadAllAvailable()
+            return limits.ReadMaxRows(self.options.max_rows)
+        return limits.ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.freeze = True
@@ -282,7 +281,7 @@ class LandingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
         if start is None:
             start = self.last_end
-        if ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable):
+        if limits is not None and isinstance(limit, limits.ReadAllAvailable):
             max_files, max_rows = None, None
         else:
             max_files, max_rows = self.options.max_files, self.options.max_rows
@@ -308,7 +307,8 @@ class LandingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.last_end = end
         return self.planner.partitions(start, end)
 
-    def read(self, partition: ShardRead) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ShardRead)
         return read_rows(self.planner.storage, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
@@ -324,7 +324,8 @@ class LandingBatchReader(DataSourceReader):
     def partitions(self) -> list[ShardRead]:
         return self.planner.partitions({}, self.planner.plan({}, None, None))
 
-    def read(self, partition: ShardRead) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ShardRead)
         return read_rows(self.planner.storage, partition)
 
 

@@ -111,7 +111,7 @@ class Storage:
             except FileNotFoundError:
                 return []
         prefix = self._key(relative) if relative else (f"{self.prefix}/" if self.prefix else "")
-        names = []
+        names: list[str] = []
         for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/"):
             names.extend(p["Prefix"][len(prefix):].rstrip("/") for p in page.get("CommonPrefixes", ()))
         return sorted(names)

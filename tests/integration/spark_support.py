@@ -13,29 +13,17 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kcl_mp.spark.layout import (
-    META_CHECKPOINTED,
-    META_FROM,
-    META_LAST,
-    META_SHARD,
-    META_STREAM,
-    FileName,
-    Position,
-    format_position,
-    parse_name,
-    shard_prefix,
-)
-from kcl_mp.spark.sink import SCHEMA
+from kcl_mp.spark.layout import Position, parse_name
+from kcl_mp.spark.sink import landing_file
 from kcl_mp.spark.storage import Storage
 
 from .harness import ROOT
 
 SUBMIT_ARGS = ("--master local[2] --driver-memory 512m --conf spark.ui.enabled=false "
                "--conf spark.ui.showConsoleProgress=false --conf spark.sql.shuffle.partitions=2 "
-               "--conf spark.driver.extraJavaOptions=-XX:+UseSerialGC pyspark-shell")
+               "--conf 'spark.driver.extraJavaOptions=-XX:+UseSerialGC -XX:TieredStopAtLevel=1' pyspark-shell")
 SPARK_ENV = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_SUBMIT_ARGS": SUBMIT_ARGS}
 
 
@@ -81,24 +69,15 @@ def last_landed(landing: Path, shard: str) -> Position:
 
 def land(storage: Storage, stream: str, shard: str, rows: list[tuple[Position, int]], after: Position, writer: str,
          written: datetime | None = None) -> str:
-    """Land ``rows`` ((position, id) each) as the sink would, written at ``written`` (a writer's
+    """Land ``rows`` ((position, id) each) as the sink does, written at ``written`` (a writer's
     clock: ingestTime; the local file's mtime too)."""
     written = written or datetime.now(timezone.utc)
-    n = len(rows)
-    table = pa.Table.from_arrays([
-        pa.array([stream] * n), pa.array([shard] * n), pa.array([str(p[0]) for p, _ in rows]),
-        pa.array([p[1] for p, _ in rows], pa.int64()), pa.array([f"key-{i % 7}" for _, i in rows]),
-        pa.array([int(written.timestamp() * 1000)] * n, pa.int64()).cast(pa.timestamp("ms", tz="UTC")),
-        pa.array([json.dumps({"id": i}).encode() for _, i in rows], pa.binary()),
-        pa.array([written] * n, pa.timestamp("ms", tz="UTC")),
-    ], schema=SCHEMA).replace_schema_metadata({
-        META_STREAM: stream, META_SHARD: shard, META_FROM: format_position(after),
-        META_LAST: format_position(rows[-1][0]), META_CHECKPOINTED: format_position(after)})
-    relative = shard_prefix(stream, shard) + str(FileName(rows[0][0], rows[-1][0], writer, 1))
+    records = [(str(p[0]), p[1], f"key-{i % 7}", int(written.timestamp() * 1000), json.dumps({"id": i}).encode())
+               for p, i in rows]
+    relative, table = landing_file(stream, shard, records, after, after, False, written, writer, 1)
     where = storage.commit(relative, table)
     if storage.bucket is None:
-        stamp = written.timestamp()
-        os.utime(where, (stamp, stamp))
+        os.utime(where, (written.timestamp(), written.timestamp()))
     return relative
 
 
