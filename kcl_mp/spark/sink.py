@@ -23,8 +23,9 @@ Columns (``SCHEMA``): stream, shardId, sequenceNumber (string: 56 digits do not 
 decimal(38)), subSequenceNumber, partitionKey, approximateArrivalTimestamp, data (binary) and
 ingestTime (when the file was written: the Spark 3.5 fallback reader's watermark).
 
-The stream's name: ``--stream``, else the ``KCL_STREAM_NAME`` environment variable, else the
-name in ``KCL_STREAM_ARN``; neither daemon passes one today, so name it in the command.
+The stream's name: ``--stream``, else the ``KCL_STREAM_NAME`` environment variable (kcl-mp
+sets it for its processors), else the name in ``KCL_STREAM_ARN``. The Java daemon sets
+neither: name the stream with ``--stream`` there.
 """
 
 from __future__ import annotations

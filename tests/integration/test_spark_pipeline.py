@@ -197,7 +197,8 @@ def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_u
 
 
 def test_the_sink_commits_to_an_s3_prefix_then_checkpoints(moto_url, kinesis, dynamodb, unique_name, tmp_path, spark):
-    """The sink with ``--landing s3://bucket/prefix`` (moto's S3): one object per shard and
+    """The sink with ``--landing s3://bucket/prefix`` (moto's S3) and the stream's name from
+    kcl-mp's KCL_STREAM_NAME: one object per shard and
     batch under ``<stream>/<shard>/``, the lease checkpointed at each shard's last record once
     its object exists, and the ``kclmp_landing`` source reads every record once from there."""
     from kcl_mp.embedded import ensure_stream
@@ -211,7 +212,7 @@ def test_the_sink_commits_to_an_s3_prefix_then_checkpoints(moto_url, kinesis, dy
         moto_url, stream, unique_name,
         f"{sys.executable} -m kcl_mp.spark.sink --landing s3://{unique_name}/landing/v1 --s3-endpoint {moto_url} "
         "--batch-records 100 --batch-seconds 0.5", callProcessRecordsEvenForEmptyRecordList="true"))
-    daemon = Daemon(props, tmp_path / "app.log", env={"KCL_STREAM_NAME": stream})
+    daemon = Daemon(props, tmp_path / "app.log")  # no --stream: kcl-mp sets KCL_STREAM_NAME
     last = {}
     for put in puts:
         last[put.shard_id] = max(last.get(put.shard_id, (0, 0)), (int(put.sequence_number), put.sub_sequence_number))
