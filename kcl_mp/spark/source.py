@@ -19,6 +19,18 @@ batch. ``partitions(start, end)``
 reads exactly those files, bounded by ``start``: a batch replayed after a kill (Spark replays
 it from its offset log without planning again) emits the same rows.
 
+Lineage: a shard that appears while the query runs (a split's or a merge's child) is read only
+from a batch after the one that emitted what every shard known before had landed when it
+appeared, its parents' last rows included (the KCL starts a child only once its parents are
+checkpointed at SHARD_END, which the sink does after their last file). The parents are not
+named in the landing area (amazon_kclpy does not tell a processor), so the child waits for all
+the shards known before it: a child costs a batch or two of latency. Shards already landed
+when a query first starts are read from their first files together, in no order across shards.
+
+A gap (a file that continues from later than anything emitted: its predecessor has not
+landed) is waited for, with a WARNING naming the shard and both positions at every trigger;
+nothing past it is emitted.
+
 Where it runs: ``latestOffset``, ``partitions`` and ``commit`` in one Python process the
 driver's JVM keeps (the footer cache lives there); ``read`` on executors, from the pickled
 partition. ``commit(end)`` lags a batch (Spark commits batch N when it plans N+1), so with
@@ -28,8 +40,9 @@ partition. ``commit(end)`` lags a batch (Spark commits batch N when it plans N+1
 Admission control: on Spark >= 4.2 ``getDefaultReadLimit`` and ``latestOffset(start, limit)``
 (with ``Trigger.AvailableNow`` through ``SupportsTriggerAvailableNow``: a run stops at what
 had landed when it started, in capped batches). On 4.0 and 4.1 Spark calls ``latestOffset()``
-without a start: the reader caps from the last end it planned or was told; availableNow there
-runs a single batch.
+without a start: the reader caps from the last end it planned or was told, and the first batch
+of a (re)started query is uncapped (its start is in Spark's checkpoint, which a Python source
+cannot read); availableNow there runs a single batch.
 """
 
 from __future__ import annotations
@@ -279,12 +292,13 @@ class LandingStreamReader(DataSourceStreamReader, AvailableNow):
         self.freeze = True
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
-        if start is None:
+        max_files, max_rows = self.options.max_files, self.options.max_rows
+        if start is None:  # Spark 4.0 / 4.1: no start given
             start = self.last_end
-        if limits is not None and isinstance(limit, limits.ReadAllAvailable):
-            max_files, max_rows = None, None
-        else:
-            max_files, max_rows = self.options.max_files, self.options.max_rows
+            if not start:  # a new planning process: only an uncapped plan is sure to end past Spark's start
+                max_files = max_rows = None
+        elif limits is not None and isinstance(limit, limits.ReadAllAvailable):
+            max_files = max_rows = None
         if self.freeze and self.target is None:
             self.target = self.available_now_target(start)
         end = self.planner.plan(start, max_files, max_rows, self.target)
