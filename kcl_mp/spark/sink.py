@@ -36,6 +36,7 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -81,15 +82,20 @@ def initial_position(sequence_number: str | None, sub_sequence_number: int | Non
     return START
 
 
+@dataclass(frozen=True)
+class Rolling:
+    """When a file is written (``records``, ``bytes``, ``seconds`` after its first record) and
+    how many files go between checkpoints."""
+
+    records: int
+    bytes: int
+    seconds: float
+    checkpoint_every: int
+
+
 class LandingSink(processor.RecordProcessorBase):
-    def __init__(self, storage: Storage, stream: str, batch_records: int, batch_bytes: int, batch_seconds: float,
-                 checkpoint_every: int):
-        self.storage = storage
-        self.stream = stream
-        self.batch_records = batch_records
-        self.batch_bytes = batch_bytes
-        self.batch_seconds = batch_seconds
-        self.checkpoint_every = checkpoint_every
+    def __init__(self, storage: Storage, stream: str, rolling: Rolling):
+        self.storage, self.stream, self.rolling = storage, stream, rolling
         self.writer = uuid.uuid4().hex[:12]
         self.shard = ""
         self.rows: list[tuple[str, int, str, int, bytes]] = []
@@ -119,11 +125,11 @@ class LandingSink(processor.RecordProcessorBase):
             self.rows.append((record.sequence_number, record.sub_sequence_number or 0, record.partition_key,
                               record.timestamp_millis, data))
             self.bytes += len(data) + len(record.partition_key) + ROW_OVERHEAD
-            if len(self.rows) >= self.batch_records or self.bytes >= self.batch_bytes:
+            if len(self.rows) >= self.rolling.records or self.bytes >= self.rolling.bytes:
                 self.write()
-        if self.first_at is not None and time.monotonic() - self.first_at >= self.batch_seconds:
+        if self.first_at is not None and time.monotonic() - self.first_at >= self.rolling.seconds:
             self.write()
-        if self.unchecked >= self.checkpoint_every:
+        if self.unchecked >= self.rolling.checkpoint_every:
             self.checkpoint(process_records_input.checkpointer, self.after)
 
     def write(self, ended: bool = False) -> None:
@@ -227,8 +233,8 @@ def main(argv: list[str] | None = None) -> None:
     stream = stream_name(args.stream, dict(os.environ))
     if stream is None:
         p.error("--stream is required: neither KCL_STREAM_NAME nor KCL_STREAM_ARN is set")
-    sink = LandingSink(Storage(args.landing, args.s3_endpoint), stream, args.batch_records, args.batch_bytes,
-                       args.batch_seconds, args.checkpoint_every)
+    rolling = Rolling(args.batch_records, args.batch_bytes, args.batch_seconds, args.checkpoint_every)
+    sink = LandingSink(Storage(args.landing, args.s3_endpoint), stream, rolling)
     kcl.KCLProcess(sink).run()
 
 
