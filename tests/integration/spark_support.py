@@ -94,6 +94,15 @@ def offsets(checkpoint: Path) -> dict[int, dict]:
     return found
 
 
+def moved(log: dict[int, dict], shard: str) -> list[int]:
+    """The batches that read ``shard`` (its position moved; an entry that did not move is kept as it was)."""
+    def position(batch: int) -> tuple:
+        entry = log.get(batch, {}).get(shard, {})
+        return entry.get("seq"), entry.get("sub")
+
+    return [b for b in sorted(log) if log[b].get(shard, {}).get("seq") and position(b) != position(b - 1)]
+
+
 def committed_batches(checkpoint: Path) -> set[int]:
     if not (checkpoint / "commits").exists():
         return set()

@@ -40,6 +40,7 @@ from .spark_support import (
     landed_files,
     landed_ids,
     last_landed,
+    moved,
     offsets,
 )
 
@@ -167,16 +168,16 @@ def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_u
     # Lineage: each child's first rows come in a batch after the one that emitted its parent's last.
     log = offsets(checkpoint)
     parent_key = f"{stream}/{parent['ShardId']}"
-    parent_last = max(b for b, end in log.items() if end.get(parent_key, {}).get("takes"))
+    parent_last = max(moved(log, parent_key))
     assert log[max(log)][parent_key]["ended"], log[max(log)][parent_key]
     for child in children:
-        first = min(b for b, end in log.items() if end.get(f"{stream}/{child}", {}).get("takes"))
+        first = min(moved(log, f"{stream}/{child}"))
         assert first > parent_last, (child, first, parent_last)
     assert not (checkpoint / "state").exists(), "the query keeps no state: no dedup keys"
 
     # A range landed again two hours (of timestamps) later, by another writer: nothing new.
     storage = Storage(str(landing))
-    shard = sorted(landed_files(landing))[0]
+    shard = sorted(landed_files(landing))[-1]  # a split's child: still open
     original = landed_files(landing)[shard][0]
     rows = Storage(str(landing)).read_table(f"{shard}/{original.name}").to_pydict()
     import json as _json
