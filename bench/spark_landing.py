@@ -6,8 +6,10 @@
 listing   lands ``--files`` small files over ``--shards`` shards into moto's S3 (a thread pool of
           PutObjects; the time is quoted), then plans an idle trigger from offsets at each
           shard's last file, as a query that has caught up holds them: ListObjectsV2 and GetObject
-          calls (counted with a botocore event hook) and planning time, for the planning
-          process's first trigger (it reads the footer of each shard's newest file) and the next.
+          calls (counted with a botocore event hook), planning time and the planner's own CPU, for
+          the planning process's first trigger (it reads the footer of each shard's newest file)
+          and the next, and what one such LIST costs moto (which scans the whole bucket per call,
+          where S3 reads a page of the prefix: on moto the wall time is moto's).
 latency   kcl-mp with the sink rolling at 5 s on moto's Kinesis, the job with a 5 s trigger into
           a Parquet table; a producer puts ``--rate`` records/s for ``--seconds``. Put-to-visible
           is from the put to the moment the file sink's log committed the batch holding the
@@ -81,11 +83,17 @@ def listing(args: argparse.Namespace) -> None:
         planner.storage.s3.meta.events.register("before-call.s3.*", lambda model, **_: calls.update([model.name]))
         for trigger in ("first idle trigger", "next idle trigger"):
             calls.clear()
-            began = time.monotonic()
+            began, cpu = time.monotonic(), time.process_time()
             end = planner.plan(caught_up, None, None)
-            took = time.monotonic() - began
+            took, cpu = time.monotonic() - began, time.process_time() - cpu
             assert end == caught_up, "an idle trigger moved"
-            print(f"{trigger}: {calls['ListObjectsV2']} LIST, {calls['GetObject']} GET, planned in {took:.2f} s")
+            print(f"{trigger}: {calls['ListObjectsV2']} LIST, {calls['GetObject']} GET, planned in {took:.2f} s "
+                  f"({cpu:.2f} s of the planner's CPU)")
+        prefix = f"area/{STREAM}/shardId-{0:012d}/"
+        began = time.monotonic()
+        s3.list_objects_v2(Bucket="landing", Prefix=prefix, StartAfter=prefix + floor_key((last - 10, 0)))
+        print(f"one ListObjectsV2 of one new file takes moto {time.monotonic() - began:.3f} s with "
+              f"{per_shard * args.shards} keys in the bucket (moto scans every key of a bucket per call)")
     finally:
         emulator.stop()
 

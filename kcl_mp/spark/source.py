@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +87,7 @@ ARROW = pa.schema([  # what Spark expects of SCHEMA (its timestamps are microsec
     ("subSequenceNumber", pa.int64()), ("partitionKey", pa.string()),
     ("approximateArrivalTimestamp", pa.timestamp("us", tz="UTC")), ("data", pa.binary()),
     ("ingestTime", pa.timestamp("us", tz="UTC"))])
+LISTING_THREADS = 16
 MAX_LINEAGE_ROUNDS = 16  # availableNow's target: generations of shards admitted one after another
 CLEAN = ("off", "delete", "archive")
 log = logging.getLogger("kcl_mp.spark.source")
@@ -198,25 +200,20 @@ class Planner:
         end: dict[str, Any] = dict(start)  # a shard that does not move keeps its entry: an idle trigger runs no batch
         found = self.shards()
         emitted = {shard: _position(entry) for shard, entry in start.items()}
+        known = [s for s in found if (s in start or not start) and (target is None or target.get(s) is not None)]
+        listings = self.list_all({s: (start.get(s, {}).get("key", ""), None if target is None else target[s])
+                                  for s in known})
         latest: dict[str, Position] = {}
         files_left, rows_left = max_files, max_rows
-        every_known_listed = True
-        for shard in found:
-            previous = start.get(shard)
-            if previous is None and start:
-                continue  # its hold is set below, from every known shard's listing
-            previous = previous or {}
-            upto = None if target is None else target.get(shard)
+        for shard in known:
+            previous = start.get(shard, {})
+            files = listings[shard]
+            last = max((f.last for f in files), default=emitted.get(shard))
+            if last is not None:
+                latest[shard] = last
             hold = previous.get("hold")
-            if (target is not None and upto is None) or (files_left is not None and files_left < 1) \
-                    or (rows_left is not None and rows_left < 1):
-                every_known_listed = every_known_listed and (target is not None and upto is None)
-                continue
-            files = self.listed(shard, previous.get("key", ""), upto)
-            known = max((f.last for f in files), default=emitted.get(shard))
-            if known is not None:
-                latest[shard] = known
-            if hold and not admitted({k: parse_position(v) for k, v in hold.items()}, emitted):
+            if (hold and not admitted({k: parse_position(v) for k, v in hold.items()}, emitted)) \
+                    or (files_left is not None and files_left < 1) or (rows_left is not None and rows_left < 1):
                 continue
             plan = plan_shard(emitted.get(shard), files, previous.get("key", ""), files_left, rows_left)
             if plan.gap is not None:
@@ -231,10 +228,19 @@ class Planner:
             if plan.takes:
                 end[shard] = _entry(plan, previous)
         for shard in found:
-            if shard not in start and start and every_known_listed and (target is None or shard in target):
+            if shard not in start and start and (target is None or shard in target):
                 hold = {k: format_position(p) for k, p in latest.items() if k in start}
                 end[shard] = {"seq": "", "sub": 0, "key": "", "ended": False, "hold": hold, "takes": []}
         return end
+
+    def list_all(self, shards: dict[str, tuple[str, Position | None]]) -> dict[str, list[Landed]]:
+        """Each shard listed from its key (and capped at its target), LISTING_THREADS at a time:
+        an idle trigger over a thousand shards costs a thousand LISTs, not their latencies in a row."""
+        if self.storage.bucket is not None:
+            self.storage.s3  # noqa: B018  (the client, made once before the threads share it)
+        with ThreadPoolExecutor(LISTING_THREADS) as pool:
+            found = pool.map(lambda item: self.listed(item[0], *item[1]), shards.items())
+            return dict(zip(shards, found))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[ShardRead]:
         parts = []
