@@ -70,7 +70,7 @@ def output_ids(spark, table: Path) -> list[int]:
     return [int(r.id) for r in rows]
 
 
-def kill_mid_batch(job: Job, checkpoint: Path, after: int, timeout: float = 90) -> int:
+def kill_mid_batch(job: Job, checkpoint: Path, after: int, timeout: float = 240) -> int:
     """SIGKILL the job while a batch later than ``after`` is planned and not committed (so the
     batch killed before was replayed and committed first); returns that batch."""
     deadline = time.monotonic() + timeout
