@@ -226,7 +226,7 @@ class Planner:
                 files_left -= len(plan.takes)
             if rows_left is not None:
                 rows_left -= sum(self.footers[shard + "/" + t.name].rows for t in plan.takes)
-            if plan.takes:
+            if plan.takes or (plan.ended and not previous.get("ended")):  # an end marker moves the offset alone
                 end[shard] = _entry(plan, previous)
         for shard in found:
             if shard not in start and start and (target is None or shard in target):
