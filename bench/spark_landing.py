@@ -102,11 +102,11 @@ def committed_at(table: Path) -> dict[str, float]:
     """Each output file the file sink committed -> when its batch's log entry was written."""
     found: dict[str, float] = {}
     log = table / "_spark_metadata"
-    for entry in log.iterdir() if log.exists() else ():
-        if entry.name.isdigit():
-            stamp = entry.stat().st_mtime
-            for line in entry.read_text().splitlines()[1:]:
-                found[json.loads(line)["path"].removeprefix("file://")] = stamp
+    entries = [e for e in log.iterdir() if e.name.split(".")[0].isdigit()] if log.exists() else []
+    for entry in sorted(entries, key=lambda e: int(e.name.split(".")[0])):  # "<n>" and every 10th "<n>.compact"
+        stamp = entry.stat().st_mtime
+        for line in entry.read_text().splitlines()[1:]:
+            found.setdefault(json.loads(line)["path"].removeprefix("file://"), stamp)
     return found
 
 
