@@ -38,7 +38,7 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -84,8 +84,9 @@ class ProcessorChild:
     def __init__(self, command: tuple[str, ...], shard_id: str, checkpointer: Checkpointer,
                  timeout_s: float | None, log: logging.LoggerAdapter | logging.Logger,
                  stderr_lines_per_10s: int = LINES_PER_WINDOW, stderr_bytes_per_10s: int = BYTES_PER_WINDOW,
-                 stderr_level: int = logging.WARNING):
+                 stderr_level: int = logging.WARNING, env: Mapping[str, str] | None = None):
         self.command = tuple(command)
+        self.env = dict(env or {})  # added to kcl-mp's environment (e.g. KCL_STREAM_NAME)
         self.shard_id = shard_id
         self.checkpointer = checkpointer
         self.timeout_s = timeout_s
@@ -112,7 +113,8 @@ class ProcessorChild:
         argv = resolve_command(self.command, os.getcwd(), os.environ)
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    bufsize=0, start_new_session=True, close_fds=True)
+                                    bufsize=0, start_new_session=True, close_fds=True,
+                                    env={**os.environ, **self.env} if self.env else None)
         except OSError as exc:
             raise ProcessorStartError(
                 f"cannot start the processor '{argv[0]}' for {self.shard_id}: {exc.strerror or exc}") from exc

@@ -79,6 +79,15 @@ class Shared:
     prefetch: PoolBudget  # what every shard's fetcher reads ahead, together (kclmp.workerProcessMaxByteSize)
 
 
+def processor_env(config: Config) -> dict[str, str]:
+    """What a processor finds in its environment beside kcl-mp's: the stream it reads (the Java
+    daemon sets none of these; a processor that needs them there takes an option)."""
+    env = {"KCL_STREAM_NAME": config.stream_name}
+    if config.stream_arn:
+        env["KCL_STREAM_ARN"] = config.stream_arn
+    return env
+
+
 class Terminated(Exception):
     """The supervisor's Terminate: stop now, but still stop the child properly."""
 
@@ -134,6 +143,7 @@ class ShardWorker:
             stderr_lines_per_10s=config.processor.stderr_lines_per_10s,
             stderr_bytes_per_10s=config.processor.stderr_bytes_per_10s,
             stderr_level=logging.getLevelName(config.processor.stderr_level),
+            env=processor_env(config),
         )
         consumer_arn = self.start.consumer_arn
         fetcher_class = partial(FanOutFetcher, consumer_arn=consumer_arn) if consumer_arn else Fetcher

@@ -59,7 +59,7 @@ def test_the_wheel_installs_into_a_fresh_venv_and_works_without_a_checkout(tmp_p
                     "kcl_mp/kit/vectors/basic.jsonl", "kcl_mp/processors/python/sample_processor.py",
                     "kcl_mp/processors/python/parquet_sink.py", "kcl_mp/processors/nodejs/sample_processor.js",
                     "kcl_mp/processors/nodejs/package-lock.json", "kcl_mp/processors/shell/processor.sh",
-                    "kcl_mp/spark/tables.py"):
+                    "kcl_mp/spark/tables.py", "kcl_mp/spark/sink.py", "kcl_mp/spark/source.py"):
         assert shipped in names, f"{shipped} is not in {wheel.name}"
     vectors = {p.name for p in (ROOT / "kcl_mp" / "kit" / "vectors").glob("*.jsonl")}
     shipped_vectors = {n.rsplit("/", 1)[1] for n in names if n.startswith("kcl_mp/kit/vectors/")}

@@ -1,155 +1,210 @@
-"""The pipeline's acceptance: Kinesis -> kcl-mp (two hosts, the Parquet sink) -> a landing
-directory -> the PySpark job -> tables that hold every record exactly once.
+"""The pipeline's acceptance: Kinesis (kinesis-mock, which really splits) -> kcl-mp (two hosts,
+the landing sink) -> the landing area -> ``python -m kcl_mp.spark.job`` (the ``kclmp_landing``
+source) -> a Parquet table holding every record exactly once, by construction.
 
-A producer puts records with unique ids throughout. Host-b's sink checkpoints only every
-1,000th file, so everything it commits stays unchecked; it is SIGKILLed once it has
-committed files for every lease it holds, so the survivor delivers those records again and
-the landing area holds duplicates for real (host-a checkpoints every 4th file). The Spark job (local mode, the machine's Java) then runs twice with
-availableNow: its events table must hold every id exactly once and no other, its counts
-must add up to the same total, and the second run must change nothing.
+A producer puts records with unique ids throughout. Host-b's sink checkpoints only every 1,000th file, so what it
+lands stays unchecked; it is SIGKILLed once it has landed files for every lease it holds, so
+host-a delivers those records again and lands them again. A shard is split mid-run. The Spark
+job runs as a stream the whole time and is SIGKILLed three times while a batch is in flight
+(planned, not committed); each restart replays that batch from its offset log. Then a range
+the job already emitted is landed again with timestamps two hours later, a writer whose clock
+is an hour behind lands more, and an availableNow run finishes. The table must hold every id
+once (the re-landed range adds nothing, the late writer's rows are all there); the child
+shards' rows come in batches after their parent's last; the query keeps no state.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
+import re
 import sys
 import time
-from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 
 import boto3
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from kcl_mp.devtools.producer import produce
-from kcl_mp.embedded import ensure_stream
+from kcl_mp.embedded import wait_active
 from kcl_mp.errors import DependencyError
 from kcl_mp.leases.table import LeaseTable
+from kcl_mp.spark.layout import parse_name
+from kcl_mp.spark.storage import Storage
 
-from .harness import ROOT, BackgroundProducer, Daemon, base_properties, wait_until, write_properties
+from .harness import BackgroundProducer, Daemon, base_properties, wait_until, write_properties
+from .kinesis_mock import split_in_half
+from .spark_support import (
+    Job,
+    committed_batches,
+    hours,
+    land,
+    landed_files,
+    landed_ids,
+    last_landed,
+    moved,
+    offsets,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
-SHARDS = 4
-SINK = ROOT / "processors" / "python" / "parquet_sink.py"
-JOB = ROOT / "examples" / "spark" / "landing_job.py"
-sys.path.insert(0, str(JOB.parent))
-from landing_job import committed_files  # noqa: E402
+SHARDS = 3
+SPARK_KILLS = 3
 
 
-def landed(landing: Path) -> tuple[Counter, dict[str, list[tuple[int, int]]]]:
-    """Ids in the committed files (temporary ones skipped), and per shard each file's
-    (first, last) sequence numbers from its name."""
-    ids: Counter = Counter()
-    files: dict[str, list[tuple[int, int]]] = {}
-    for path in landing.glob("*.parquet"):
-        shard, first, last, _ = path.name.split(".", 3)
-        files.setdefault(shard, []).append((int(first), int(last)))
-        for data in pq.read_table(path, columns=["data"]).column("data").to_pylist():
-            ids[json.loads(data)["id"]] += 1
-    return ids, files
+@pytest.fixture(scope="module")
+def spark():
+    """Spark in this process, to read the output table as Spark does (its ``_spark_metadata``)."""
+    import os
+
+    from .spark_support import SPARK_ENV
+
+    os.environ.update(SPARK_ENV)
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.builder.appName("test_spark_pipeline").getOrCreate()
+    yield session
+    session.stop()
 
 
-def spark_output(events: Path) -> Counter:
-    """Ids in the file sink's committed files."""
-    ids: Counter = Counter()
-    for path in committed_files(str(events)):
-        for data in pq.read_table(path, columns=["data"]).column("data").to_pylist():
-            ids[json.loads(data)["id"]] += 1
-    return ids
+def output_ids(spark, table: Path) -> list[int]:
+    rows = spark.read.parquet(str(table)).selectExpr("get_json_object(cast(data as string), '$.id') as id").collect()
+    return [int(r.id) for r in rows]
 
 
-def run_job(tmp_path: Path, landing: Path) -> float:
+def kill_mid_batch(job: Job, checkpoint: Path, after: int, timeout: float = 240) -> int:
+    """SIGKILL the job while a batch later than ``after`` is planned and not committed (so the
+    batch killed before was replayed and committed first); returns that batch."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (checkpoint / "offsets").exists():
+            in_flight = {b for b in set(offsets(checkpoint)) - committed_batches(checkpoint) if b > after}
+            if in_flight and after in committed_batches(checkpoint) | {-1}:
+                job.kill()
+                return max(in_flight)
+        assert job.process.poll() is None, job.log.read_text(errors="replace")[-3000:]
+        time.sleep(0.02)
+    raise AssertionError(f"no batch in flight within {timeout} s:\n{job.log.read_text(errors='replace')[-3000:]}")
+
+
+@pytest.mark.timeout(600)  # six JVM starts; a loaded 2-core box took a minute for one
+def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_url, moto_url, dynamodb, unique_name,
+                                                                   tmp_path, spark):
     began = time.monotonic()
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYSPARK_SUBMIT_ARGS": "--driver-memory 512m --conf spark.driver.extraJavaOptions=-XX:+UseSerialGC "
-                                  "pyspark-shell"}
-    run = subprocess.run([sys.executable, str(JOB), "--landing", str(landing), "--output", str(tmp_path / "tables"),
-                          "--checkpoint", str(tmp_path / "spark-checkpoint"), "--available-now",
-                          "--files-per-trigger", "40"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
-    assert run.returncode == 0, run.stderr[-4000:]
-    return time.monotonic() - began
-
-
-def test_every_record_lands_exactly_once_in_the_spark_tables(moto_url, kinesis, dynamodb, unique_name, tmp_path):
-    began = time.monotonic()
-    stream = unique_name
-    ensure_stream(kinesis, stream, SHARDS)
-    landing = tmp_path / "landing"
-    client = boto3.client("kinesis", endpoint_url=moto_url, region_name="us-east-1")
-    producer = BackgroundProducer(lambda n: produce(client, stream, 30, first_id=n * 30, seed=n), 0.1)
+    kinesis = boto3.client("kinesis", endpoint_url=kinesis_mock_url, region_name="us-east-1")
+    stream, app = unique_name, unique_name + "-app"
+    kinesis.create_stream(StreamName=stream, ShardCount=SHARDS)
+    wait_active(kinesis, stream)
+    landing, table, checkpoint = tmp_path / "landing", tmp_path / "table", tmp_path / "checkpoint"
+    job_args = ["--landing", str(landing), "--output", str(table), "--checkpoint", str(checkpoint),
+                "--max-files-per-trigger", "20"]
+    # No KPL aggregates here: an aggregate put with hash ranges listed before the split can hold
+    # sub-records outside its child's range, which the KCL drops (the S3 test has aggregates).
+    producer = BackgroundProducer(
+        lambda n: produce(kinesis, stream, 20, first_id=n * 20, seed=n, aggregated_share=0.0), 0.1)
     daemons: dict[str, Daemon] = {}
+    jobs: list[Job] = []
+    replayed: list[int] = []
     producer.start()
     try:
         for name, every in (("a", 4), ("b", 1000)):
             props = write_properties(tmp_path / f"{name}.properties", **base_properties(
-                moto_url, stream, unique_name,
-                f"{sys.executable} {SINK} --landing {landing} --batch-records 150 --batch-seconds 0.5 "
-                f"--checkpoint-every {every}",
-                workerId=f"host-{name}", failoverTimeMillis=3000, callProcessRecordsEvenForEmptyRecordList="true"))
+                moto_url, stream, app,
+                f"{sys.executable} -m kcl_mp.spark.sink --landing {landing} --stream {stream} "
+                f"--batch-records 100 --batch-seconds 0.5 --checkpoint-every {every}",
+                kinesisEndpoint=kinesis_mock_url, workerId=f"host-{name}", failoverTimeMillis=3000,
+                shardSyncIntervalMillis=2000, parentShardPollIntervalMillis=500,
+                callProcessRecordsEvenForEmptyRecordList="true"))
             daemons[name] = Daemon(props, tmp_path / f"{name}.log")
-        table = LeaseTable(dynamodb, unique_name)
+        jobs.append(Job(tmp_path / "job-0.log", *job_args, "--processing-time", "1 second"))
+        leases = LeaseTable(dynamodb, app)
 
         def b_has_unchecked_files() -> bool:
-            """Mid-run, every lease host-b holds has a committed file past its checkpoint
-            (host-b never checkpoints: any file it committed)."""
-            if time.monotonic() - began < 6:
-                return False
+            """Every lease host-b holds has a file host-b's sink landed (it never checkpoints, so
+            each is unchecked). Its writers are the ids its sinks name on stderr, which kcl-mp logs."""
             try:
-                leases = [lease for lease in table.list_leases() if lease.owner == "host-b"]
+                held = [lease.key for lease in leases.list_leases() if lease.owner == "host-b"]
             except DependencyError:  # the table does not exist yet
                 return False
-            if not leases or not landing.exists():
-                return False
-            _, files = landed(landing)
-            for lease in leases:
-                done = lease.checkpoint.sequence_number if lease.checkpoint else ""
-                checkpoint = int(done) if done.isdigit() else 0
-                if not any(last > checkpoint for _, last in files.get(lease.key, ())):
-                    return False
-            return True
+            writers = set(re.findall(r"worker=host-b .*kcl_mp\.spark\.sink writer=(\w+)", daemons["b"].output()))
+            files = landed_files(landing)
+            return bool(held) and all(any(parse_name(p.name).writer in writers for p in files.get(f"{stream}/{shard}", ()))
+                                      for shard in held)
 
-        wait_until(b_has_unchecked_files, 60, "host-b holding leases with committed, unchecked files", 0.1)
+        wait_until(b_has_unchecked_files, 90, "host-b holding leases with landed, unchecked files", 0.1)
         daemons["b"].kill()
-        killed_at = time.monotonic()
-        time.sleep(4)  # host-a takes host-b's leases (failover 3 s) while records keep coming
+        parent = kinesis.list_shards(StreamName=stream)["Shards"][0]
+        split_in_half(kinesis, stream, parent)
+        for n in range(SPARK_KILLS):
+            replayed.append(kill_mid_batch(jobs[-1], checkpoint, replayed[-1] if replayed else -1))
+            jobs.append(Job(tmp_path / f"job-{n + 1}.log", *job_args, "--processing-time", "1 second"))
+        time.sleep(2)
         producer.finish()
         expected = {put.id for put in producer.puts}
-        wait_until(lambda: set(landed(landing)[0]) >= expected, 90, "every record in the landing area")
+        children = {s["ShardId"] for s in kinesis.list_shards(StreamName=stream)["Shards"]
+                    if s.get("ParentShardId") == parent["ShardId"]}
+        wait_until(lambda: set(landed_ids(landing)) >= expected, 120, "every record in the landing area")
+        wait_until(lambda: all(f"{stream}/{c}" in landed_files(landing) for c in children), 60, "the children landed")
         daemons["a"].stop_gracefully()
+        jobs[-1].kill()
     finally:
         producer.stop.set()
         for daemon in daemons.values():
             daemon.kill()
-    ids, _ = landed(landing)
-    duplicates = sum(count - 1 for count in ids.values())
-    assert set(ids) == expected
-    assert duplicates > 0, "the kill should have left re-delivered records in the landing area"
-    pipeline_s = time.monotonic() - began
+        for job in jobs:
+            job.kill()
+    landed = landed_ids(landing)
+    duplicates = sum(count - 1 for count in landed.values())
+    assert set(landed) == expected
+    assert duplicates > 0, "host-b's kill should have left records landed twice"
+    kcl_s = time.monotonic() - began
 
-    first_s = run_job(tmp_path, landing)
-    events = spark_output(tmp_path / "tables" / "events")
-    assert set(events) == expected, f"missing {sorted(expected - set(events))[:10]}, extra {sorted(set(events) - expected)[:10]}"
-    assert max(events.values()) == 1, [i for i, c in events.items() if c > 1][:10]
-    counts = pq.read_table(tmp_path / "tables" / "counts").to_pydict()
-    assert sum(counts["count"]) == len(expected)
-    assert set(counts["partitionKey"]) <= {f"key-{k}" for k in range(64)}
+    # A range the streaming job already emitted is landed again, by another writer, with
+    # timestamps two hours later; a writer whose clock is an hour behind lands a shard's next
+    # records. Then one availableNow run finishes.
+    storage = Storage(str(landing))
+    emitted_log = offsets(checkpoint)
+    done = emitted_log[max(committed_batches(checkpoint))]
+    parent_key = f"{stream}/{parent['ShardId']}"
+    first_file = landed_files(landing)[parent_key][0]
+    rows = storage.read_table(f"{parent_key}/{first_file.name}").to_pydict()
+    again = [((int(s), sub), json.loads(d)["id"]) for s, sub, d in
+             zip(rows["sequenceNumber"], rows["subSequenceNumber"], rows["data"])]
+    assert (int(done[parent_key]["seq"]), done[parent_key]["sub"]) >= again[-1][0], "the range was emitted before"
+    land(storage, *parent_key.split("/"), again, (again[0][0][0] - 1, 0), "relanded",
+         written=datetime.now(timezone.utc) + hours(2))
+    child_key = f"{stream}/{sorted(children)[0]}"
+    last = last_landed(landing, child_key)
+    behind = [((last[0] + k, 0), 10_000_000 + k) for k in range(1, 21)]
+    land(storage, *child_key.split("/"), behind, last, "behind", written=datetime.now(timezone.utc) - hours(1))
 
-    second_s = run_job(tmp_path, landing)  # a restart over the same landing area: nothing changes
-    assert spark_output(tmp_path / "tables" / "events") == events
-    assert sum(pq.read_table(tmp_path / "tables" / "counts").to_pydict()["count"]) == len(expected)
-    print(f"{len(expected)} records, {duplicates} duplicates landed (host-b killed {killed_at - began:.1f} s in); "
-          f"kcl-mp part {pipeline_s:.1f} s, Spark runs {first_s:.1f} s and {second_s:.1f} s")
+    finishing = time.monotonic()
+    Job(tmp_path / "job-final.log", *job_args, "--available-now").wait(300)
+    finish_s = time.monotonic() - finishing
+    ids = output_ids(spark, table)
+    expected |= {i for _, i in behind}
+    assert set(ids) == expected, f"missing {sorted(expected - set(ids))[:10]}, extra {sorted(set(ids) - expected)[:10]}"
+    assert len(ids) == len(expected), [i for i in set(ids) if ids.count(i) > 1][:10]
+
+    # Lineage: each child's first rows come in a batch after the one that emitted its parent's last.
+    log = offsets(checkpoint)
+    parent_last = max(moved(log, parent_key))
+    assert log[max(log)][parent_key]["ended"], log[max(log)][parent_key]
+    for child in children:
+        first = min(moved(log, f"{stream}/{child}"))
+        assert first > parent_last, (child, first, parent_last)
+    assert not (checkpoint / "state").exists(), "the query keeps no state: no dedup keys"
+    print(f"{len(expected)} records, {duplicates} landed twice, Spark killed mid-batch in batches {replayed}; "
+          f"kcl-mp part {kcl_s:.1f} s, availableNow finish {finish_s:.1f} s, {len(log)} batches")
 
 
-def test_the_sink_commits_to_an_s3_prefix_then_checkpoints(moto_url, kinesis, dynamodb, unique_name, tmp_path):
-    """The same sink with ``--landing s3://bucket/prefix`` (moto's S3): every record in the
-    objects under the prefix, one object per shard and batch, and the lease checkpointed at
-    each shard's last record once the objects exist."""
+def test_the_sink_commits_to_an_s3_prefix_then_checkpoints(moto_url, kinesis, dynamodb, unique_name, tmp_path, spark):
+    """The sink with ``--landing s3://bucket/prefix`` (moto's S3) and the stream's name from
+    kcl-mp's KCL_STREAM_NAME: one object per shard and
+    batch under ``<stream>/<shard>/``, the lease checkpointed at each shard's last record once
+    its object exists, and the ``kclmp_landing`` source reads every record once from there."""
+    from kcl_mp.embedded import ensure_stream
+
     stream = unique_name
     ensure_stream(kinesis, stream, 2)
     puts = produce(kinesis, stream, 600)
@@ -157,21 +212,21 @@ def test_the_sink_commits_to_an_s3_prefix_then_checkpoints(moto_url, kinesis, dy
     s3.create_bucket(Bucket=unique_name)
     props = write_properties(tmp_path / "app.properties", **base_properties(
         moto_url, stream, unique_name,
-        f"{sys.executable} {SINK} --landing s3://{unique_name}/landing/v1 --s3-endpoint {moto_url} "
+        f"{sys.executable} -m kcl_mp.spark.sink --landing s3://{unique_name}/landing/v1 --s3-endpoint {moto_url} "
         "--batch-records 100 --batch-seconds 0.5", callProcessRecordsEvenForEmptyRecordList="true"))
-    daemon = Daemon(props, tmp_path / "app.log")
+    daemon = Daemon(props, tmp_path / "app.log")  # no --stream: kcl-mp sets KCL_STREAM_NAME
     last = {}
     for put in puts:
         last[put.shard_id] = max(last.get(put.shard_id, (0, 0)), (int(put.sequence_number), put.sub_sequence_number))
-    table = LeaseTable(dynamodb, unique_name)
+    leases = LeaseTable(dynamodb, unique_name)
 
     def checkpointed() -> bool:
         try:
-            leases = {lease.key: lease.checkpoint for lease in table.list_leases()}
+            found = {lease.key: lease.checkpoint for lease in leases.list_leases()}
         except DependencyError:
             return False
-        return all(leases.get(shard) is not None and leases[shard].sequence_number.isdigit()
-                   and (int(leases[shard].sequence_number), leases[shard].sub_sequence_number) >= end
+        return all(found.get(shard) is not None and found[shard].sequence_number.isdigit()
+                   and (int(found[shard].sequence_number), found[shard].sub_sequence_number) >= end
                    for shard, end in last.items())
 
     try:
@@ -180,12 +235,12 @@ def test_the_sink_commits_to_an_s3_prefix_then_checkpoints(moto_url, kinesis, dy
     finally:
         daemon.kill()
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=unique_name, Prefix="landing/v1/")["Contents"]]
-    ids: Counter = Counter()
-    for key in keys:
-        body = s3.get_object(Bucket=unique_name, Key=key)["Body"].read()
-        shard = key.split("/")[-1].split(".")[0]
-        table_ = pq.read_table(pa.BufferReader(body))
-        assert set(table_.column("shardId").to_pylist()) == {shard}
-        ids.update(json.loads(d)["id"] for d in table_.column("data").to_pylist())
-    assert set(ids) == {put.id for put in puts} and max(ids.values()) == 1
+    assert {key.split("/")[2] for key in keys} == {stream} and {key.split("/")[3] for key in keys} == set(last)
     assert len(keys) >= 600 // 100, keys
+    import kcl_mp.spark
+
+    kcl_mp.spark.register(spark)
+    df = spark.read.format("kclmp_landing").option("s3Endpoint", moto_url).load(f"s3://{unique_name}/landing/v1")
+    got = df.selectExpr("stream", "get_json_object(cast(data as string), '$.id') as id").collect()
+    assert {r.stream for r in got} == {stream}
+    assert sorted(int(r.id) for r in got) == sorted(put.id for put in puts)
