@@ -43,7 +43,7 @@ from kcl_mp.spark.storage import Storage
 
 ROOT = Path(__file__).resolve().parents[1]
 STREAM = "bench"
-SPARK_ENV = {"SPARK_LOCAL_IP": "127.0.0.1",
+SPARK_ENV = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
              "PYSPARK_SUBMIT_ARGS": "--master local[2] --driver-memory 512m --conf spark.ui.enabled=false "
                                     "--conf spark.ui.showConsoleProgress=false pyspark-shell"}
 

@@ -44,7 +44,7 @@ def main() -> int:
     job = subprocess.run([sys.executable, "-m", "kcl_mp.spark.job", "--landing", str(RUN / "landing"),
                           "--output", str(table), "--checkpoint", str(RUN / "spark-checkpoint"),
                           "--format", "delta", "--available-now"], cwd=ROOT,
-                         env={"SPARK_LOCAL_IP": "127.0.0.1",
+                         env={"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
                               "PYSPARK_SUBMIT_ARGS": "--master local[2] --conf spark.ui.enabled=false pyspark-shell",
                               **os.environ})
     if job.returncode != 0:

@@ -5,36 +5,41 @@
         --checkpoint s3a://bucket/checkpoints/events --processing-time "5 seconds"
 
 Master, shuffle partitions, the UI and everything else that belongs to spark-submit come from
-it (or ``PYSPARK_SUBMIT_ARGS`` for ``python -m``): the session is ``getOrCreate()``. Output goes
-through Spark's writers only (``WRITERS``), so any path Spark can write works.
+it (or ``PYSPARK_SUBMIT_ARGS`` for ``python -m``): the session is ``getOrCreate()``. The output
+is written by :func:`kcl_mp.spark.tables.write_stream`: Parquet through Spark's file sink, Delta
+and Iceberg through delta-rs and pyiceberg keyed by the query and batch (exactly once through
+kills), so any path Spark, delta-rs or pyiceberg can write works.
+
+    python -m kcl_mp.spark.job --landing run/landing --format iceberg --output landing.events \
+        --iceberg-catalog '{"type": "sql", "uri": "sqlite:///run/catalog.db", "warehouse": "file:///run/wh"}' \
+        --checkpoint run/checkpoints/events --available-now
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from kcl_mp.spark import register
-
-
-def write_parquet(df: Any, path: str, checkpoint: str, trigger: dict[str, Any]) -> Any:
-    """Spark's Parquet file sink: exactly once through its ``_spark_metadata`` log (read it
-    with Spark, or honour that log)."""
-    return (df.writeStream.queryName("kclmp_landing_parquet").format("parquet")
-            .option("checkpointLocation", checkpoint).trigger(**trigger).start(path))
-
-
-WRITERS: dict[str, Callable[[Any, str, str, dict[str, Any]], Any]] = {"parquet": write_parquet}
+from kcl_mp.spark.tables import Format, IcebergCatalog, S3Settings, Trigger, write_stream
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m kcl_mp.spark.job", description=__doc__.split("\n\n")[0])
     p.add_argument("--landing", required=True, help="the sink's landing root (directory, s3:// or s3a://)")
-    p.add_argument("--output", required=True, help="the output table's path")
+    p.add_argument("--output", required=True, action="append", metavar="[FORMAT=]TABLE",
+                   help="an output table: a path for parquet and delta, namespace.table for iceberg; in --format, "
+                        "or in the FORMAT given before '='. Repeat it for several outputs of one read, each then "
+                        "checkpointed in <checkpoint>/<format>")
     p.add_argument("--checkpoint", required=True, help="the query's checkpoint location")
-    p.add_argument("--format", choices=sorted(WRITERS), default="parquet", help="the output's format (default parquet)")
+    p.add_argument("--format", choices=[f.value for f in Format], default="parquet",
+                   help="the output's format (default parquet)")
+    p.add_argument("--iceberg-catalog", metavar="JSON",
+                   help="with --format iceberg: pyiceberg's catalog properties, e.g. "
+                        '\'{"type": "glue"}\' or \'{"type": "rest", "uri": "..."}\'')
+    p.add_argument("--iceberg-catalog-name", default="default", help="the Iceberg catalog's name (default default)")
     when = p.add_mutually_exclusive_group(required=True)
     when.add_argument("--available-now", action="store_true", help="process what has landed, then stop")
     when.add_argument("--processing-time", metavar="INTERVAL", help='run as a stream, e.g. "5 seconds"')
@@ -43,8 +48,19 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--clean-source", choices=("off", "delete", "archive"), default="off",
                    help="what happens to landed files at or below the committed offsets (default off)")
     p.add_argument("--archive-dir", help="where cleanSource=archive moves them")
-    p.add_argument("--s3-endpoint", help="an S3 endpoint URL for the landing area (an emulator)")
-    return p.parse_args(argv)
+    p.add_argument("--s3-endpoint", help="an S3 endpoint URL (an emulator): the landing area's and the output's")
+    args = p.parse_args(argv)
+    outputs = []
+    for output in args.output:
+        fmt, sep, table = output.partition("=")
+        fmt, table = (fmt, table) if sep and fmt in {f.value for f in Format} else (args.format, output)
+        outputs.append((fmt, table))
+    if len({fmt for fmt, _ in outputs}) != len(outputs):
+        p.error(f"one output per format: {args.output}")
+    if any(fmt == "iceberg" for fmt, _ in outputs) != (args.iceberg_catalog is not None):
+        p.error("--iceberg-catalog goes with an iceberg output, and only with it")
+    args.outputs = outputs
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,14 +78,36 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in options.items():
         if value is not None:
             reader = reader.option(key, str(value))
-    trigger = {"availableNow": True} if args.available_now else {"processingTime": args.processing_time}
-    query = WRITERS[args.format](reader.load(args.landing), args.output, args.checkpoint, trigger)
+    trigger = Trigger(available_now=True) if args.available_now else Trigger(processing_time=args.processing_time)
+    catalog = (IcebergCatalog(args.iceberg_catalog_name, json.loads(args.iceberg_catalog))
+               if args.iceberg_catalog else None)
+    s3 = S3Settings(endpoint=args.s3_endpoint, path_style=True) if args.s3_endpoint else None
+    landed = reader.load(args.landing)
+
+    def start(fmt: str, table: str) -> Any:
+        checkpoint = args.checkpoint if len(args.outputs) == 1 else f"{args.checkpoint}/{fmt}"
+        return write_stream(landed, fmt, table, checkpoint, trigger, query_name=f"kclmp_landing_{fmt}",
+                            iceberg=catalog, s3=s3)
+
+    # availableNow: one output after another (PySpark 4.3 fails a replayed batch's task with
+    # java.io.OptionalDataException when several Python-source queries run it at once); a
+    # stream: all at once
+    queries: list[Any] = []
     try:
-        query.awaitTermination()
+        if args.available_now:
+            for fmt, table in args.outputs:
+                queries.append(start(fmt, table))
+                queries[-1].awaitTermination()
+        else:
+            queries = [start(fmt, table) for fmt, table in args.outputs]
+            for query in queries:
+                query.awaitTermination()
     finally:
-        query.stop()
-    rows = sum(p.get("numInputRows", 0) for p in query.recentProgress)
-    print(f"kclmp_landing: {len(query.recentProgress)} micro-batches, {rows} rows", file=sys.stderr)
+        for query in queries:
+            query.stop()
+    for query in queries:
+        rows = sum(p.get("numInputRows", 0) for p in query.recentProgress)
+        print(f"{query.name}: {len(query.recentProgress)} micro-batches, {rows} rows", file=sys.stderr)
     return 0
 
 

@@ -24,7 +24,9 @@ from .harness import ROOT
 SUBMIT_ARGS = ("--master local[2] --driver-memory 512m --conf spark.ui.enabled=false "
                "--conf spark.ui.showConsoleProgress=false --conf spark.sql.shuffle.partitions=2 "
                "--conf 'spark.driver.extraJavaOptions=-XX:+UseSerialGC -XX:TieredStopAtLevel=1' pyspark-shell")
-SPARK_ENV = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_SUBMIT_ARGS": SUBMIT_ARGS}
+# Spark's Python workers (the source's read()) run this interpreter, which has pyarrow and kcl_mp,
+# not whatever python3 is first on PATH
+SPARK_ENV = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_SUBMIT_ARGS": SUBMIT_ARGS, "PYSPARK_PYTHON": sys.executable}
 
 
 class Job:

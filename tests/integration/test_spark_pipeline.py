@@ -24,6 +24,8 @@ from pathlib import Path
 
 import boto3
 import pytest
+from deltalake import DeltaTable
+from pyiceberg.catalog import load_catalog
 
 from kcl_mp.devtools.producer import produce
 from kcl_mp.embedded import wait_active
@@ -72,6 +74,11 @@ def output_ids(spark, table: Path) -> list[int]:
     return [int(r.id) for r in rows]
 
 
+def data_ids(table) -> list[int]:
+    """The ids in a pyarrow table's ``data`` column (delta-rs's and pyiceberg's reads)."""
+    return [json.loads(d)["id"] for d in table.column("data").to_pylist()]
+
+
 def kill_mid_batch(job: Job, checkpoint: Path, after: int, timeout: float = 240) -> int:
     """SIGKILL the job while a batch later than ``after`` is planned and not committed (so the
     batch killed before was replayed and committed first); returns that batch."""
@@ -95,9 +102,14 @@ def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_u
     stream, app = unique_name, unique_name + "-app"
     kinesis.create_stream(StreamName=stream, ShardCount=SHARDS)
     wait_active(kinesis, stream)
-    landing, table, checkpoint = tmp_path / "landing", tmp_path / "table", tmp_path / "checkpoint"
-    job_args = ["--landing", str(landing), "--output", str(table), "--checkpoint", str(checkpoint),
-                "--max-files-per-trigger", "20"]
+    landing, table, delta = tmp_path / "landing", tmp_path / "table", tmp_path / "delta"
+    checkpoints = tmp_path / "checkpoint"
+    checkpoint = checkpoints / "parquet"  # the Parquet query's; the kills are timed on it
+    catalog = {"type": "sql", "uri": f"sqlite:///{tmp_path / 'catalog.db'}", "warehouse": f"file://{tmp_path / 'wh'}"}
+    # one read of the landing area, three outputs, each exactly once through the same kills
+    job_args = ["--landing", str(landing), "--output", f"parquet={table}", "--output", f"delta={delta}",
+                "--output", "iceberg=landing.events", "--iceberg-catalog", json.dumps(catalog),
+                "--checkpoint", str(checkpoints), "--max-files-per-trigger", "20"]
     # No KPL aggregates here: an aggregate put with hash ranges listed before the split can hold
     # sub-records outside its child's range, which the KCL drops (the S3 test has aggregates).
     producer = BackgroundProducer(
@@ -181,10 +193,14 @@ def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_u
     finishing = time.monotonic()
     Job(tmp_path / "job-final.log", *job_args, "--available-now").wait(300)
     finish_s = time.monotonic() - finishing
-    ids = output_ids(spark, table)
     expected |= {i for _, i in behind}
-    assert set(ids) == expected, f"missing {sorted(expected - set(ids))[:10]}, extra {sorted(set(ids) - expected)[:10]}"
-    assert len(ids) == len(expected), [i for i in set(ids) if ids.count(i) > 1][:10]
+    iceberg = load_catalog("default", **catalog).load_table("landing.events").scan(selected_fields=("data",)).to_arrow()
+    for output, ids in (("parquet", output_ids(spark, table)),
+                        ("delta", data_ids(DeltaTable(str(delta)).to_pyarrow_table(columns=["data"]))),
+                        ("iceberg", data_ids(iceberg))):
+        assert set(ids) == expected, \
+            f"{output}: missing {sorted(expected - set(ids))[:10]}, extra {sorted(set(ids) - expected)[:10]}"
+        assert len(ids) == len(expected), (output, [i for i in set(ids) if ids.count(i) > 1][:10])
 
     # Lineage: each child's first rows come in a batch after the one that emitted its parent's last.
     log = offsets(checkpoint)
@@ -193,7 +209,8 @@ def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_u
     for child in children:
         first = min(moved(log, f"{stream}/{child}"))
         assert first > parent_last, (child, first, parent_last)
-    assert not (checkpoint / "state").exists(), "the query keeps no state: no dedup keys"
+    assert not any((checkpoints / fmt / "state").exists() for fmt in ("parquet", "delta", "iceberg")), \
+        "the queries keep no state: no dedup keys"
     print(f"{len(expected)} records, {duplicates} landed twice, Spark killed mid-batch in batches {replayed}; "
           f"kcl-mp part {kcl_s:.1f} s, availableNow finish {finish_s:.1f} s, {len(log)} batches")
 

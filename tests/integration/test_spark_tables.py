@@ -82,6 +82,7 @@ def spark_env(jars: bool = False) -> dict[str, str]:
         assert found, f"no jars in {JARS}: run `make spark-jars`"
         submit += " --jars " + ",".join(found)
     return {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_SUBMIT_ARGS": submit + " pyspark-shell",
+            "PYSPARK_PYTHON": sys.executable,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
