@@ -10,6 +10,7 @@ visible to the new one by a path file, never kcl_mp itself.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -19,9 +20,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
 import kcl_mp
 from kcl_mp.cli.check_processor import load_scenarios
+from kcl_mp.spark.layout import START
+from kcl_mp.spark.storage import Storage
+
+from .spark_support import land
 
 pytestmark = pytest.mark.integration
 
@@ -170,3 +176,26 @@ def test_the_spark_extra_leaves_the_clusters_pyspark_in_place(tmp_path):
                     "import importlib.metadata as m, kcl_mp.spark.tables, deltalake, pyiceberg\n"
                     "print(m.version('pyspark'), m.version('kcl-mp'))"], tmp_path, env).stdout.split()
     assert versions == [OLDER_PYSPARK, kcl_mp.__version__], versions
+
+    # docs/spark.md's ten-line script, as written, on that PySpark: a landing area with a range
+    # landed twice (a failover writer's) into a Delta table, every id once
+    doc = (ROOT / "docs" / "spark.md").read_text()
+    lines = doc[doc.index("A user script in ten lines"):].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("    "))
+    end = next((i for i in range(start, len(lines)) if lines[i] and not lines[i].startswith("    ")), len(lines))
+    code = [line[4:] for line in lines[start:end]]
+    script = tmp_path / "landing_to_delta.py"
+    script.write_text("\n".join(code).strip() + "\n")
+    assert len(script.read_text().splitlines()) <= 10, script.read_text()
+    storage, landing = Storage(str(tmp_path / "landing")), tmp_path / "landing"
+    for base, shard in ((0, "shardId-000000000000"), (1000, "shardId-000000000001")):
+        land(storage, "orders", shard, [((100 + n, 0), base + n) for n in range(50)], START, "w1")
+        land(storage, "orders", shard, [((130 + n, 0), base + 30 + n) for n in range(20)], (129, 0), "w2")
+    spark_env = {**env, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": str(venv / "bin" / "python"),
+                 "PYSPARK_SUBMIT_ARGS": "--master local[2] --driver-memory 512m --conf spark.ui.enabled=false "
+                                        "pyspark-shell"}
+    table = tmp_path / "orders"
+    run([str(venv / "bin" / "python"), str(script), str(landing), str(table), str(tmp_path / "checkpoint")],
+        tmp_path, spark_env, timeout=300)
+    ids = [json.loads(d)["id"] for d in DeltaTable(str(table)).to_pyarrow_table(columns=["data"]).column("data").to_pylist()]
+    assert sorted(ids) == [*range(50), *range(1000, 1050)], ids
