@@ -35,6 +35,7 @@ from pathlib import Path
 import boto3
 import pyarrow.parquet as pq
 
+from kcl_mp.devtools.spark_local import local_spark_env
 from kcl_mp.embedded import EMBEDDED_ENV, ensure_stream, start_emulator
 from kcl_mp.spark.layout import floor_key
 from kcl_mp.spark.sink import landing_file
@@ -43,9 +44,7 @@ from kcl_mp.spark.storage import Storage
 
 ROOT = Path(__file__).resolve().parents[1]
 STREAM = "bench"
-SPARK_ENV = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-             "PYSPARK_SUBMIT_ARGS": "--master local[2] --driver-memory 512m --conf spark.ui.enabled=false "
-                                    "--conf spark.ui.showConsoleProgress=false pyspark-shell"}
+SPARK_ENV = local_spark_env()
 
 
 def listing(args: argparse.Namespace) -> None:

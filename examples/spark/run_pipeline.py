@@ -21,6 +21,8 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
 
+from kcl_mp.devtools.spark_local import local_spark_env
+
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "run"
 QUERY = """SELECT count(*) AS records, count(DISTINCT data) AS distinct_records, count(DISTINCT "shardId") AS shards,
@@ -44,9 +46,7 @@ def main() -> int:
     job = subprocess.run([sys.executable, "-m", "kcl_mp.spark.job", "--landing", str(RUN / "landing"),
                           "--output", str(table), "--checkpoint", str(RUN / "spark-checkpoint"),
                           "--format", "delta", "--available-now"], cwd=ROOT,
-                         env={"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-                              "PYSPARK_SUBMIT_ARGS": "--master local[2] --conf spark.ui.enabled=false pyspark-shell",
-                              **os.environ})
+                         env={**local_spark_env(), **os.environ})
     if job.returncode != 0:
         return job.returncode
     events = DeltaTable(str(table))

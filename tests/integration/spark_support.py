@@ -15,18 +15,14 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from kcl_mp.devtools.spark_local import local_spark_env
 from kcl_mp.spark.layout import Position, parse_name
 from kcl_mp.spark.sink import landing_file
 from kcl_mp.spark.storage import Storage
 
 from .harness import ROOT
 
-SUBMIT_ARGS = ("--master local[2] --driver-memory 512m --conf spark.ui.enabled=false "
-               "--conf spark.ui.showConsoleProgress=false --conf spark.sql.shuffle.partitions=2 "
-               "--conf 'spark.driver.extraJavaOptions=-XX:+UseSerialGC -XX:TieredStopAtLevel=1' pyspark-shell")
-# Spark's Python workers (the source's read()) run this interpreter, which has pyarrow and kcl_mp,
-# not whatever python3 is first on PATH
-SPARK_ENV = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_SUBMIT_ARGS": SUBMIT_ARGS, "PYSPARK_PYTHON": sys.executable}
+SPARK_ENV = local_spark_env()
 
 
 class Job:

@@ -24,6 +24,7 @@ from deltalake import DeltaTable
 
 import kcl_mp
 from kcl_mp.cli.check_processor import load_scenarios
+from kcl_mp.devtools.spark_local import local_spark_env
 from kcl_mp.spark.layout import START
 from kcl_mp.spark.storage import Storage
 
@@ -191,9 +192,7 @@ def test_the_spark_extra_leaves_the_clusters_pyspark_in_place(tmp_path):
     for base, shard in ((0, "shardId-000000000000"), (1000, "shardId-000000000001")):
         land(storage, "orders", shard, [((100 + n, 0), base + n) for n in range(50)], START, "w1")
         land(storage, "orders", shard, [((130 + n, 0), base + 30 + n) for n in range(20)], (129, 0), "w2")
-    spark_env = {**env, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": str(venv / "bin" / "python"),
-                 "PYSPARK_SUBMIT_ARGS": "--master local[2] --driver-memory 512m --conf spark.ui.enabled=false "
-                                        "pyspark-shell"}
+    spark_env = {**env, **local_spark_env(python=str(venv / "bin" / "python"))}
     table = tmp_path / "orders"
     run([str(venv / "bin" / "python"), str(script), str(landing), str(table), str(tmp_path / "checkpoint")],
         tmp_path, spark_env, timeout=300)

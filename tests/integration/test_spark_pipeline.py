@@ -10,7 +10,10 @@ job runs as a stream the whole time and is SIGKILLed three times while a batch i
 the job already emitted is landed again with timestamps two hours later, a writer whose clock
 is an hour behind lands more, and an availableNow run finishes. The table must hold every id
 once (the re-landed range adds nothing, the late writer's rows are all there); the child
-shards' rows come in batches after their parent's last; the query keeps no state.
+shards' rows come in batches after their parent's last; the query keeps no state. Last, the
+Delta and Iceberg queries' last batches are made replays (their commits removed, the state a
+kill leaves between a table's commit and Spark's): the restart writes no Delta version and no
+Iceberg snapshot.
 """
 
 from __future__ import annotations
@@ -213,8 +216,21 @@ def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_u
         assert first > parent_last, (child, first, parent_last)
     assert not any((checkpoints / fmt / "state").exists() for fmt in ("parquet", "delta", "iceberg")), \
         "the queries keep no state: no dedup keys"
+
+    # The state a kill leaves after the tables' commits and before Spark's: the last batch of
+    # each table's query replays, and writes nothing (keyed by query and batch id).
+    versions = DeltaTable(str(delta)).version(), len(load_catalog("default", **catalog).load_table("landing.events").snapshots())
+    for fmt in ("delta", "iceberg"):
+        last = max(committed_batches(checkpoints / fmt))
+        for name in (str(last), f".{last}.crc"):  # the log entry and its Hadoop checksum
+            (checkpoints / fmt / "commits" / name).unlink()
+    Job(tmp_path / "job-replay.log", *job_args, "--available-now").wait(300)
+    iceberg_table = load_catalog("default", **catalog).load_table("landing.events")
+    assert (DeltaTable(str(delta)).version(), len(iceberg_table.snapshots())) == versions
+    assert all(committed_batches(checkpoints / fmt) == set(offsets(checkpoints / fmt)) for fmt in ("delta", "iceberg"))
     print(f"{len(expected)} records, {duplicates} landed twice, Spark killed mid-batch in batches {replayed}; "
-          f"kcl-mp part {kcl_s:.1f} s, availableNow finish {finish_s:.1f} s, {len(log)} batches")
+          f"kcl-mp part {kcl_s:.1f} s, availableNow finish {finish_s:.1f} s, {len(log)} batches; the replayed "
+          f"last batches wrote nothing (delta version {versions[0]}, {versions[1]} iceberg snapshots)")
 
 
 def test_the_sink_commits_to_an_s3_prefix_then_checkpoints(moto_url, kinesis, dynamodb, unique_name, tmp_path, spark):
