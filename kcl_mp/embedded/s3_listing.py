@@ -1,45 +1,83 @@
 """S3 listings in time of the prefix, as S3 serves them, instead of the whole bucket's.
 
 moto answers each ListObjects(V2) by walking every key of the bucket through its versioned
-store (a copy of the dict, then a Python-level lookup per key: 0.27 s a call at 100,000
-keys), so a landing area's reader that lists a page per shard pays for every file ever
-landed, 100 times per trigger. S3 reads an index. Here a listing with a prefix hands moto a
-view of the bucket that holds only the keys under the prefix, found by one pass of string
-comparisons over the key names; everything else (delimiters, delete markers, StartAfter,
-continuation, truncation) stays moto's own code, so the answers are moto's.
+store (a copy of the dict, then a Python-level lookup per key: about 0.1 s of CPU a call at
+100,000 keys), so a landing area's reader that lists a page per shard pays for every file
+ever landed, 100 times per trigger. S3 reads an index. Here each bucket's key store keeps
+its names sorted (kept up to date as moto adds and removes keys, built at its first
+listing), and a listing with a prefix hands moto a view of the bucket holding only the keys
+under the prefix, found by bisection; everything else (delimiters, delete markers,
+StartAfter, continuation, truncation) stays moto's own code, so the answers are moto's.
 """
 
 from __future__ import annotations
 
+import bisect
+import threading
 from typing import Any
+
+_NAMES = "_kclmp_sorted_names"  # the index, in the key store's instance dict
+_lock = threading.RLock()  # the index and the dict change together
+
+
+def _sorted_names(store: Any) -> list[str]:
+    names = store.__dict__.get(_NAMES)
+    if names is None:
+        names = store.__dict__[_NAMES] = sorted(dict.keys(store))
+    return names
 
 
 class _PrefixView:
     """What moto's ``list_objects`` reads of a bucket (``keys``), narrowed to one prefix."""
 
-    def __init__(self, keys: Any, prefix: str):
+    def __init__(self, store: Any, prefix: str):
         from moto.s3.utils import _VersionedKeyStore
 
         self.keys = _VersionedKeyStore()
-        # the plain dict's own views (no per-key Python lookup); list() takes a snapshot, as
-        # moto's items() does, so a concurrent put cannot change the dict while it is read
-        for name, versions in list(dict.items(keys)):
-            if name.startswith(prefix):
-                dict.__setitem__(self.keys, name, versions)
+        with _lock:
+            names = _sorted_names(store)
+            at = bisect.bisect_left(names, prefix)
+            while at < len(names) and names[at].startswith(prefix):
+                dict.__setitem__(self.keys, names[at], dict.__getitem__(store, names[at]))
+                at += 1
 
 
 def install() -> None:
-    """Wrap ``S3Backend.list_objects`` (which ``list_objects_v2`` calls) once per process."""
+    """Index moto's key stores and narrow ``S3Backend.list_objects`` (which
+    ``list_objects_v2`` calls) to the prefix; once per process."""
     from moto.s3.models import FakeTableStorageBucket, S3Backend
+    from moto.s3.utils import _VersionedKeyStore
 
-    original = S3Backend.list_objects
-    if getattr(original, "narrowed", False):
+    listing = S3Backend.list_objects
+    if getattr(listing, "narrowed", False):
         return
+    set_item, set_list, pop = _VersionedKeyStore.__setitem__, _VersionedKeyStore.setlist, _VersionedKeyStore.pop
+
+    def added(store: Any, key: str, write: Any, *args: Any) -> Any:
+        with _lock:
+            new = not dict.__contains__(store, key)
+            result = write(store, key, *args)
+            names = store.__dict__.get(_NAMES)
+            if new and names is not None:
+                bisect.insort(names, key)
+            return result
+
+    def removed(store: Any, key: str) -> None:
+        with _lock:
+            pop(store, key)
+            names = store.__dict__.get(_NAMES)
+            if names is not None:
+                at = bisect.bisect_left(names, key)
+                if at < len(names) and names[at] == key:
+                    del names[at]
 
     def list_objects(self: Any, bucket: Any, prefix: str | None, *args: Any, **kwargs: Any) -> Any:
         if prefix and not isinstance(bucket, FakeTableStorageBucket):
             bucket = _PrefixView(bucket.keys, prefix)
-        return original(self, bucket, prefix, *args, **kwargs)
+        return listing(self, bucket, prefix, *args, **kwargs)
 
+    _VersionedKeyStore.__setitem__ = lambda store, key, value: added(store, key, set_item, value)  # type: ignore[method-assign]
+    _VersionedKeyStore.setlist = lambda store, key, versions: added(store, key, set_list, versions)  # type: ignore[method-assign,assignment]
+    _VersionedKeyStore.pop = removed  # type: ignore[method-assign,assignment]
     list_objects.narrowed = True  # type: ignore[attr-defined]
     S3Backend.list_objects = list_objects  # type: ignore[method-assign]

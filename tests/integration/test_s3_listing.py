@@ -1,6 +1,7 @@
 """The embedded emulator's S3 listings (kcl_mp.embedded.s3_listing) answer exactly as moto's
 own: the same keys, common prefixes, StartAfter, continuation and truncation, with versions
-and delete markers, against a plain ``python -m moto.server`` holding the same objects."""
+and delete markers, against a plain ``python -m moto.server`` holding the same objects,
+before and after keys are added, overwritten and deleted under a built index."""
 
 from __future__ import annotations
 
@@ -51,15 +52,19 @@ def answers(url: str, bucket: str) -> list:
     return found
 
 
-def fill(url: str, bucket: str) -> None:
+def fill(url: str, bucket: str, stage: int) -> None:
+    """Stage 0 creates the bucket and most keys; stage 1 (after a listing built the index) adds
+    the rest, a second version of one, and deletes two (delete markers, not listed)."""
     s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1")
-    s3.create_bucket(Bucket=bucket)
-    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-    for key in KEYS:
+    if stage == 0:
+        s3.create_bucket(Bucket=bucket)
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    for key in KEYS[:100] if stage == 0 else KEYS[100:]:
         s3.put_object(Bucket=bucket, Key=key, Body=b"1")
-    s3.put_object(Bucket=bucket, Key=KEYS[3], Body=b"a second version")
-    s3.delete_object(Bucket=bucket, Key=KEYS[5])  # a delete marker: not listed
-    s3.delete_object(Bucket=bucket, Key=KEYS[40])
+    if stage == 1:
+        s3.put_object(Bucket=bucket, Key=KEYS[3], Body=b"a second version")
+        s3.delete_object(Bucket=bucket, Key=KEYS[5])
+        s3.delete_object(Bucket=bucket, Key=KEYS[40])
 
 
 def test_listings_match_moto_s(tmp_path):
@@ -72,10 +77,11 @@ def test_listings_match_moto_s(tmp_path):
         began = time.monotonic()
         wait_until(lambda: _answers_at(s3), 30, "moto.server answering")
         with start_emulator(log_path=str(tmp_path / "moto.log")) as emulator:
-            fill(emulator.url, "landing")
-            fill(url, "landing")
-            ours, theirs = answers(emulator.url, "landing"), answers(url, "landing")
-        assert ours == theirs
+            for stage in (0, 1):
+                fill(emulator.url, "landing", stage)
+                fill(url, "landing", stage)
+                ours, theirs = answers(emulator.url, "landing"), answers(url, "landing")
+                assert ours == theirs, f"after stage {stage}"
         assert len(ours[0][1][0][0]) == 30, ours[0]  # shard 1: its 30 keys and a nested one, less the deleted
         print(f"{len(LISTINGS)} listings over {len(KEYS)} keys alike in {time.monotonic() - began:.1f} s")
     finally:
