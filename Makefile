@@ -86,10 +86,10 @@ lint: $(STAMP)
 # `make test` in two phases: every test that asserts no wall-clock bound, PARALLEL at a time
 # (most wait on emulators and lease timeouts, not on a core), then the `timing` tests alone so
 # nothing beside them moves their figures. JUNIT=DIR writes each phase's JUnit report there.
-PARALLEL ?= 2
+PARALLEL ?= 3
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
-## test: the lint, then every test (PARALLEL=2 at a time, then the timing tests alone)
+## test: the lint, then every test (PARALLEL=3 at a time, then the timing tests alone)
 test: lint $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS)
 	$(PYTEST) -m "not timing" -n $(PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/parallel.xml) $(PYTEST_ARGS)
 	$(PYTEST) -m timing $(if $(JUNIT),--junitxml=$(JUNIT)/timing.xml) $(PYTEST_ARGS) || [ $$? -eq 5 ]

@@ -22,11 +22,14 @@ os.environ["AWS_REGION"] = EMBEDDED_ENV["AWS_DEFAULT_REGION"]
 
 
 def pytest_collection_modifyitems(items):
-    """Under pytest-xdist (`make test`), the tests that start a JVM (Spark, the Java KCL) run
-    one after another on one worker: two JVMs at once on 2 cores starve the hosts beside them."""
+    """Under pytest-xdist (`make test`), the Java KCL's tests run one after another on one
+    worker and Spark's on another, so at most two JVMs run at once (one a Java fleet that,
+    once started, mostly waits on its lease timers), never two Spark jobs or two Java fleets."""
     for item in items:
-        if item.get_closest_marker("spark") or item.get_closest_marker("java"):
-            item.add_marker(pytest.mark.xdist_group("jvm"))
+        for kind in ("java", "spark"):
+            if item.get_closest_marker(kind):
+                item.add_marker(pytest.mark.xdist_group(kind))
+                break
 
 
 @pytest.fixture(scope="session")
