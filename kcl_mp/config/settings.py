@@ -7,6 +7,7 @@ Every field has one properties key (or a few spellings of it) declared in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Literal, get_args
 
 # Java KCL's epsilon for the lease timers (DynamoDBLeaseCoordinator).
@@ -16,6 +17,12 @@ LEASE_EPSILON_MS = 25
 ClientVersionConfig = Literal["CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X",
                               "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1"]
 CLIENT_VERSION_CONFIGS: tuple[ClientVersionConfig, ...] = get_args(ClientVersionConfig)
+
+
+class StreamKind(Enum):
+    """What ``streamArn`` (or ``streamName``) names: decided once, where the configuration is parsed."""
+
+    KINESIS = "kinesis"
 
 
 @dataclass(frozen=True)
