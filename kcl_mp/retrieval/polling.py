@@ -116,8 +116,10 @@ class Fetcher:
         # the first records read start at the checkpoint: those at or below it are dropped
         self._after: ExtendedSequenceNumber | None = None if start.is_sentinel else start
         self.get_records_calls = 0
+        self.iterators_expired = 0
+        self.reads_retried = 0  # throttled or failed reads, retried after a backoff
         self.trimmed_skips = 0  # positions the stream had trimmed, skipped to TRIM_HORIZON
-        self._trim_retries = 0  # with kclmp.skipRecordsBehavior = KCL_RETRY
+        self.trim_retries = 0  # with kclmp.skipRecordsBehavior = KCL_RETRY
         self._skipped_after: str | None = None  # where the last skip left off, until records come again
 
     # -- the consumer's side -----------------------------------------------------------
@@ -194,6 +196,7 @@ class Fetcher:
                 page = self.stream.get_records(self.shard_id, iterator, self.settings.max_records)
                 self.get_records_calls += 1
             except IteratorExpired:
+                self.iterators_expired += 1
                 self.log.info("shard iterator expired; re-positioning after %s", self._last_read or "the checkpoint")
                 iterator = self._iterator()
                 continue
@@ -206,6 +209,7 @@ class Fetcher:
                     raise
                 delay = self.backoff.next_delay(attempt, self.rng)
                 attempt += 1
+                self.reads_retried += 1
                 self.log.warning("%s; retrying in %.2f s (attempt %d)", error, delay, attempt)
                 next_call = time.monotonic() + delay
                 continue
@@ -228,11 +232,11 @@ class Fetcher:
         position again (until it reads, or the lease moves)."""
         at = self._last_read or str(self.start_position)
         if not self.stream.skip_trimmed:
-            delay = self.backoff.next_delay(self._trim_retries, self.rng)
-            self._trim_retries += 1
+            delay = self.backoff.next_delay(self.trim_retries, self.rng)
+            self.trim_retries += 1
             self.log.warning("shard %s: the position after %s is trimmed (%s); retrying in %.2f s (attempt %d, "
                              "kclmp.skipRecordsBehavior = KCL_RETRY)", self.shard_id, at, trimmed, delay,
-                             self._trim_retries)
+                             self.trim_retries)
             if not self._sleep(delay):
                 raise DependencyError("stopped while retrying a trimmed position") from trimmed
             return

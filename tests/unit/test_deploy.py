@@ -140,9 +140,10 @@ TOOLING = {"embedded", "devtools.producer"}  # the demo's and the tests' stream 
 PREFLIGHT = "cli.check_config"  # checks the calls the features make, so it needs no policy of its own
 # module -> the policies whose feature runs it
 FEATURES = {
-    "leases.table": ("polling", "fanout"),
+    "leases.table": ("polling", "fanout", "dynamodb-streams"),
     "retrieval.kinesis_shards": ("polling", "fanout"),
     "retrieval.kinesis_stream": ("polling",),
+    "retrieval.dynamodb_stream": ("dynamodb-streams",),
     "retrieval.fanout": ("fanout",),
     "metrics.process": ("cloudwatch",),
     "aws.clients": ("assume-role",),
@@ -152,7 +153,7 @@ FEATURES = {
     "fleet.fleet_metrics": ("kcl3",),
     "leases.owner_index": ("kcl3",),
     "fleet.table_migrator": ("kcl3",),
-    "aws.dynamodb": ("polling", "fanout", "kcl3"),  # what the tables share: status, creation, scans
+    "aws.dynamodb": ("polling", "fanout", "kcl3", "dynamodb-streams"),  # what the tables share: status, creation, scans
 }
 
 
@@ -208,6 +209,7 @@ def test_the_code_calls_aws_only_from_the_modules_the_policies_cover():
     calls = api_calls()
     assert set(calls) - TOOLING - {PREFLIGHT} == set(FEATURES), "a module calls AWS: give it a feature (and a policy) here"
     assert "kinesis:GetRecords" in calls["retrieval.kinesis_stream"]
+    assert "dynamodb:GetRecords" in calls["retrieval.dynamodb_stream"]
     assert "kinesis:SubscribeToShard" in calls["retrieval.fanout"]
 
 
