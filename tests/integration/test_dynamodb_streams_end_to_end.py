@@ -1,0 +1,179 @@
+"""DynamoDB Streams through the real CLI: two kcl-mp hosts on the embedded emulator, the
+unchanged amazon_kclpy recorder as the processor (tests/processors/recorder.py), a table's
+inserts, modifies, removes and TTL deletes across three shard rollovers and a host SIGKILL, in
+both KCL modes; the start-up errors; ``kcl-mp --embedded`` with a DynamoDB stream."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from . import test_dynamodb_streams_emulator as emulator_tests
+from .harness import RECORDER, Daemon, base_properties, recorded, records_only, wait_until, write_properties
+
+pytestmark = pytest.mark.integration
+
+make_table = emulator_tests.make_table
+steer = emulator_tests.steer  # the emulator's admin actions, its settings put back after each test
+KEYS = [f"k{n}" for n in range(12)]
+
+
+def _properties(tmp_path: Path, moto_url: str, arn: str, app: str, **keys: object) -> Path:
+    props = base_properties(moto_url, app, app, f"{sys.executable} {RECORDER}", streamArn=arn,
+                            failoverTimeMillis=4000, **keys)
+    for key in ("streamName", "maxRecords"):
+        del props[key]
+    return write_properties(tmp_path / f"{app}.properties", **props)
+
+
+def _fails_at_start(tmp_path: Path, props: Path, expected: str) -> None:
+    daemon = Daemon(props, tmp_path / "run.log")
+    try:
+        code = daemon.wait(60)
+    finally:
+        daemon.kill()
+    output = daemon.output()
+    assert code == 1 and expected in output and "Traceback" not in output, output[-2000:]
+
+
+def test_start_up_errors_name_what_is_wrong(tmp_path, moto_url, dynamodb, unique_name):
+    """A table without a stream, a disabled stream, an ARN of another kind, AT_TIMESTAMP: each
+    exit status 1 and one line saying what is wrong, before any lease table is written."""
+    dynamodb.create_table(TableName=unique_name, BillingMode="PAY_PER_REQUEST",
+                          KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                          AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+    table_arn = dynamodb.describe_table(TableName=unique_name)["Table"]["TableArn"]
+    no_stream = table_arn + "/stream/2026-01-01T00:00:00.000"
+    _fails_at_start(tmp_path, _properties(tmp_path, moto_url, no_stream, unique_name + "-a"),
+                    f"streamArn {no_stream}: no such stream at {moto_url} (does table {unique_name} have a stream?")
+
+    disabled = make_table(dynamodb, unique_name + "-off")
+    dynamodb.update_table(TableName=unique_name + "-off", StreamSpecification={"StreamEnabled": False})
+    _fails_at_start(tmp_path, _properties(tmp_path, moto_url, disabled, unique_name + "-b"),
+                    f"streamArn {disabled}: the stream of table {unique_name}-off is DISABLED")
+
+    _fails_at_start(tmp_path, _properties(tmp_path, moto_url, table_arn, unique_name + "-c"),
+                    "a DynamoDB table's ARN, not its stream's: use the table's LatestStreamArn")
+    _fails_at_start(tmp_path, _properties(tmp_path, moto_url, "arn:aws:sqs:us-east-1:123456789012:q", unique_name + "-d"),
+                    "expected arn:aws:kinesis:<region>:<12-digit account>:stream/<name> or arn:aws:dynamodb:")
+    _fails_at_start(tmp_path, _properties(tmp_path, moto_url, make_table(dynamodb, unique_name + "-ts"),
+                                          unique_name + "-e", initialPositionInStream="AT_TIMESTAMP",
+                                          initialPositionInStreamExtended=1700000000),
+                    "DynamoDB Streams have no AT_TIMESTAMP position")
+    tables = dynamodb.list_tables()["TableNames"]
+    assert not [t for t in tables if t.startswith(unique_name + "-") and t[-2:] in ("-a", "-b", "-c", "-d", "-e")]
+
+
+def test_embedded_runs_a_dynamodb_stream_locally(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    arn = "arn:aws:dynamodb:us-east-1:123456789012:table/orders/stream/2026-01-01T00:00:00.000"
+    props = write_properties(tmp_path / "app.properties", executableName=f"{sys.executable} {RECORDER}",
+                             applicationName="orders-app", streamArn=arn, metricsLevel="NONE")
+    daemon = Daemon(props, tmp_path / "run.log", "--embedded", "--embedded-shards", "2",
+                    env={"RECORDER_DIR": str(out)})
+    try:
+        wait_until(lambda: len({e["_shard"] for e in recorded(out) if e.get("event") == "initialize"}) == 2, 60,
+                   "a processor on each of the two shards")
+        daemon.stop_gracefully()
+    finally:
+        daemon.kill()
+    assert "created table orders with a stream of 2 shards" in daemon.output()
+
+
+def _write(dynamodb, table: str, rounds: list[int]) -> list[tuple[str, str]]:
+    """Every key written once a round: inserted (round 0), then modified; what its stream must show."""
+    expected: list[tuple[str, str]] = []
+    for round_ in rounds:
+        for key in KEYS:
+            dynamodb.put_item(TableName=table, Item={"pk": {"S": key}, "v": {"N": str(round_)}})
+            expected.append((key, "INSERT" if round_ == 0 else f"MODIFY {round_}"))
+    return expected
+
+
+def _owners(dynamodb, app: str) -> set[str]:
+    try:
+        items = dynamodb.scan(TableName=app, ConsistentRead=True)["Items"]
+    except dynamodb.exceptions.ResourceNotFoundException:
+        return set()
+    return {item["leaseOwner"]["S"] for item in items
+            if "leaseOwner" in item and item.get("checkpoint", {}).get("S") != "SHARD_END"}
+
+
+def _delivered(out: Path) -> list[dict]:
+    """Every record delivered, oldest first, with its change decoded and the host that got it."""
+    entries = recorded(out)
+    hosts = {e["_pid"]: e["host"] for e in entries if e.get("event") == "initialize"}
+    got = []
+    for entry in sorted(records_only(entries), key=lambda e: e["at"]):
+        change = json.loads(entry["data"])
+        image = change["dynamodb"].get("NewImage") or {}
+        name = change["eventName"]
+        if name == "MODIFY":
+            name = f"MODIFY {image['v']['N']}"
+        elif name == "REMOVE" and change.get("userIdentity", {}).get("type") == "Service":
+            name = "REMOVE ttl"
+        got.append({**entry, "key": change["dynamodb"]["Keys"]["pk"]["S"], "change": name,
+                    "host": hosts.get(entry["_pid"])})
+    return got
+
+
+@pytest.mark.parametrize("mode", ["CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X"])
+def test_every_change_arrives_once_in_order_across_rollovers_and_a_host_sigkill(
+        mode, tmp_path, moto_url, dynamodb, steer, unique_name):
+    steer(action="configure", shards=2)
+    table, app = unique_name, unique_name + "-app"
+    arn = make_table(dynamodb, table)
+    out = tmp_path / "out"
+    out.mkdir()
+    props = _properties(tmp_path, moto_url, arn, app, clientVersionConfig=mode)
+    hosts = {name: Daemon(props, tmp_path / f"{name}.log", "--set", f"workerId={name}",
+                          env={"RECORDER_DIR": str(out), "RECORDER_HOST": name, "RECORDER_CHECKPOINT_EVERY": "1"})
+             for name in ("a", "b")}
+    expected: list[tuple[str, str]] = []
+    try:
+        wait_until(lambda: _owners(dynamodb, app) == {"a", "b"}, 60, "both hosts holding a lease")
+        expected += _write(dynamodb, table, [0])
+        steer(action="rollover", table=table)
+        # A round of changes a second until host a has delivered some and holds an open lease
+        # (a 3.x leader hands leases over on its own cadence): its SIGKILL then costs something.
+        for round_ in range(1, 60):
+            expected += _write(dynamodb, table, [round_])
+            time.sleep(1.0)
+            if "a" in {d["host"] for d in _delivered(out)} and "a" in _owners(dynamodb, app):
+                break
+        else:
+            raise AssertionError("host a never delivered records while holding an open lease")
+        hosts["a"].kill()
+        steer(action="rollover", table=table)
+        expected += _write(dynamodb, table, [100])
+        for key in KEYS[:6]:
+            if KEYS.index(key) % 3 == 0:
+                steer(action="ttl_delete", table=table, keys={"pk": {"S": key}})
+            dynamodb.delete_item(TableName=table, Key={"pk": {"S": key}})
+            expected.append((key, "REMOVE ttl" if KEYS.index(key) % 3 == 0 else "REMOVE"))
+        steer(action="rollover", table=table)
+        wait_until(lambda: {(d["key"], d["change"]) for d in _delivered(out)} >= set(expected), 90,
+                   f"all {len(expected)} changes delivered after host a's SIGKILL")
+        hosts["b"].stop_gracefully()
+    finally:
+        for daemon in hosts.values():
+            daemon.kill()
+
+    delivered = _delivered(out)
+    first: dict[str, dict] = {}
+    for entry in delivered:
+        first.setdefault(entry["seq"], entry)
+    for key in KEYS:
+        order = [d["change"] for d in first.values() if d["key"] == key]
+        assert order == [change for k, change in expected if k == key], key
+    assert len(first) == len(expected)
+    replayed = [d for d in delivered if first[d["seq"]] is not d]
+    assert all(first[d["seq"]]["host"] == "a" and d["host"] == "b" for d in replayed), replayed  # a's unchecked tail
+    assert all(d["pk"] == d["seq"] and d["sub"] == 0 for d in delivered)
+    assert len({d["_shard"] for d in delivered}) == 2 * 3, "records from the roots and two generations of children"
+    assert "a" in {d["host"] for d in delivered}
