@@ -6,14 +6,16 @@ both KCL modes; the start-up errors; ``kcl-mp --embedded`` with a DynamoDB strea
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
 
+import boto3
 import pytest
 
 from . import test_dynamodb_streams_emulator as emulator_tests
-from .harness import RECORDER, Daemon, base_properties, recorded, records_only, wait_until, write_properties
+from .harness import RECORDER, ROOT, Daemon, base_properties, recorded, records_only, wait_until, write_properties
 
 pytestmark = pytest.mark.integration
 
@@ -177,3 +179,66 @@ def test_every_change_arrives_once_in_order_across_rollovers_and_a_host_sigkill(
     assert all(d["pk"] == d["seq"] and d["sub"] == 0 for d in delivered)
     assert len({d["_shard"] for d in delivered}) == 2 * 3, "records from the roots and two generations of children"
     assert "a" in {d["host"] for d in delivered}
+
+
+def test_a_lease_table_written_by_the_1x_streams_daemon_is_taken_over_from_its_checkpoints(
+        tmp_path, moto_url, dynamodb, steer, unique_name):
+    """The StreamsMultiLangDaemon (adapter 1.x on KCL 1.x) left a table of KCL 1.x items: no hash
+    range, no child ids, a finished parent at SHARD_END and its child checkpointed half-way, owned
+    by a worker that is gone. kcl-mp takes the child over and delivers exactly what follows its
+    checkpoint, in the 1.x record shape, then what comes next."""
+    table, app = unique_name, unique_name + "-app"
+    arn = make_table(dynamodb, table)
+    _write(dynamodb, table, [0])
+    parent = steer(action="rollover", table=table)["closed"][0]
+    streams = boto3.client("dynamodbstreams", endpoint_url=moto_url, region_name="us-east-1")
+    child_id = [s["ShardId"] for s in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+                if s.get("ParentShardId") == parent][0]
+    _write(dynamodb, table, [1])
+    iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=child_id, ShardIteratorType="TRIM_HORIZON")
+    in_child = [r["dynamodb"]["SequenceNumber"]
+                for r in streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]]
+    assert len(in_child) == len(KEYS)
+    checkpoint = in_child[4]
+    dynamodb.create_table(TableName=app, BillingMode="PAY_PER_REQUEST",
+                          KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
+                          AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"}])
+    for key, position, parents in ((parent, "SHARD_END", None), (child_id, checkpoint, [parent])):
+        item = {"leaseKey": {"S": key}, "leaseOwner": {"S": "streams-1x-worker"}, "leaseCounter": {"N": "41"},
+                "ownerSwitchesSinceCheckpoint": {"N": "0"}, "checkpoint": {"S": position},
+                "checkpointSubSequenceNumber": {"N": "0"}}
+        if parents:
+            item["parentShardId"] = {"SS": parents}
+        dynamodb.put_item(TableName=app, Item=item)
+
+    out = tmp_path / "out"
+    out.mkdir()
+    props = _properties(tmp_path, moto_url, arn, app, **{"kclmp.dynamodbRecordFormat": "ADAPTER_V1"})
+    daemon = Daemon(props, tmp_path / "run.log", env={"RECORDER_DIR": str(out), "RECORDER_HOST": "kcl-mp"})
+    try:
+        wait_until(lambda: len(_delivered(out)) >= len(KEYS) - 5, 60, "the child's records after its checkpoint")
+        _write(dynamodb, table, [2])
+        wait_until(lambda: len(_delivered(out)) >= 2 * len(KEYS) - 5, 60, "the records written after the takeover")
+        daemon.stop_gracefully()
+    finally:
+        daemon.kill()
+    delivered = _delivered(out)
+    assert [d["seq"] for d in delivered[:len(KEYS) - 5]] == in_child[5:], "exactly what follows the checkpoint"
+    assert [d["change"] for d in delivered] == ["MODIFY 1"] * (len(KEYS) - 5) + ["MODIFY 2"] * len(KEYS)
+    assert all(d["pk"] is None and d["sub"] is None for d in delivered)  # the 1.x daemon's record shape
+    inits = [e for e in recorded(out) if e.get("event") == "initialize"]
+    assert [(e["shard"], e["seq"]) for e in inits] == [(child_id, checkpoint)]
+    lease = dynamodb.get_item(TableName=app, Key={"leaseKey": {"S": child_id}}, ConsistentRead=True)["Item"]
+    assert int(lease["leaseCounter"]["N"]) > 41 and lease["parentShardId"] == {"SS": [parent]}
+    assert lease["checkpoint"]["S"] == delivered[-1]["seq"]  # the final checkpoint, where the 1.x daemon reads it
+
+
+def test_check_config_checks_the_dynamodb_stream(tmp_path, moto_url, dynamodb, unique_name):
+    arn = make_table(dynamodb, unique_name)
+    props = _properties(tmp_path, moto_url, arn, unique_name + "-app")
+    run = subprocess.run([sys.executable, "-m", "kcl_mp", "check-config", "-p", str(props)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for call in ("dynamodb:DescribeStream", "dynamodb:GetShardIterator"):
+        assert any(line.strip().startswith("ok") and call in line for line in run.stdout.splitlines()), run.stdout
+    assert f"the stream of table {unique_name} is ENABLED" in run.stdout

@@ -16,16 +16,19 @@ import pytest
 
 from kcl_mp.aws.clients import client as aws_client
 from kcl_mp.backoff import Backoff
-from kcl_mp.config import ClientSettings, CredentialProvider, InitialPosition, RetrievalSettings
+from kcl_mp.config import ClientSettings, CredentialProvider, InitialPosition, RetrievalSettings, load_config
 from kcl_mp.config.settings import DynamoDBStreamsSettings
+from kcl_mp.leases.table import LeaseTable
+from kcl_mp.logs import ShardLog
 from kcl_mp.multilang.wire import make_batch
 from kcl_mp.retrieval.dynamodb_record import adapter_json
 from kcl_mp.retrieval.dynamodb_stream import DynamoDBStream
 from kcl_mp.retrieval.polling import Fetched, Fetcher, Positioned, ShardEnded
 from kcl_mp.sequence import ExtendedSequenceNumber
+from kcl_mp.supervisor.coordinator import LeaseCoordinator
 
 from . import test_dynamodb_streams_emulator as emulator_tests
-from .harness import wait_until
+from .harness import base_properties, wait_until, write_properties
 
 make_table = emulator_tests.make_table
 steer = emulator_tests.steer  # the emulator's admin actions, its settings put back after each test
@@ -223,3 +226,33 @@ def test_a_shard_the_stream_does_not_have_is_its_end(moto_url, dynamodb, unique_
     taken.until(lambda: taken.ended is not None, 30, "the shard's end")
     taken.fetcher.stop()
     assert taken.ended == ShardEnded(gone=True)
+
+
+@pytest.mark.parametrize(("initial", "expected"), [("TRIM_HORIZON", "roots"), ("LATEST", "leaves")])
+def test_an_empty_lease_table_is_planned_from_the_whole_tree(tmp_path, moto_url, dynamodb, steer, unique_name,
+                                                             monkeypatch, initial, expected):
+    """DynamoDB Streams cannot list the shards open at a position: the whole tree is listed and
+    the hierarchy rules pick the roots (TRIM_HORIZON: the children follow them) or the open
+    leaves (LATEST). Then the audit, over the adapter's key space 0..1, lists nothing more."""
+    steer(action="configure", shards=3)
+    table, app = unique_name, unique_name + "-app"
+    arn = make_table(dynamodb, table)
+    roots = steer(action="rollover", table=table)["closed"]
+    leaves = steer(action="rollover", table=table)["opened"]
+    keys = base_properties(moto_url, table, app, "true", streamArn=arn, initialPositionInStream=initial)
+    del keys["streamName"], keys["maxRecords"]
+    leases = LeaseTable(dynamodb, app)
+    leases.ensure_table()
+    coordinator = LeaseCoordinator(load_config(write_properties(tmp_path / "app.properties", **keys)), leases,
+                                   _client(moto_url, raw=False), ShardLog(LOG, "host-a"), lambda: 0.0, random.Random(1))
+    assert coordinator.sync.sync_shards({}, "test")
+    created = {lease.key: lease for lease in leases.list_leases()}
+    assert sorted(created) == sorted(roots if expected == "roots" else leaves)
+    assert {str(lease.checkpoint) for lease in created.values()} == {initial}
+    assert all(lease.hash_range == (0, 1) for lease in created.values())
+
+    coordinator.view.last_seen = created
+    calls: list[object] = []
+    monkeypatch.setattr(coordinator.sync.stream, "list_shards", lambda *a: calls.append(a) or [])
+    assert coordinator.sync.audit() and coordinator.sync.audit()
+    assert calls == [], "the audit listed shards although the leases cover the adapter's key space"
