@@ -35,7 +35,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Protocol
@@ -112,7 +112,7 @@ class Fetcher:
         self.results: PrefetchQueue[FetchResult] = PrefetchQueue(settings, pool)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"fetch-{shard_id}", daemon=True)
-        self._last_read: str | None = None  # sequence number of the last Kinesis record read
+        self._last_read: str | None = None  # sequence number of the last record read
         # the first records read start at the checkpoint: those at or below it are dropped
         self._after: ExtendedSequenceNumber | None = None if start.is_sentinel else start
         self.get_records_calls = 0
@@ -160,7 +160,7 @@ class Fetcher:
         """Sleep unless stopped; False when stopping."""
         return not self._stop.wait(max(0.0, seconds))
 
-    def _hand_over(self, records: list[dict[str, Any]], behind: int | None) -> bool:
+    def _hand_over(self, records: Sequence[dict[str, Any]], behind: int | None) -> bool:
         """Queue one page of records for the processor, a batch at a time (each waits while
         the queue is full: the backpressure); False when stopping."""
         after, settings = self._after, self.settings
@@ -215,7 +215,7 @@ class Fetcher:
                 continue
             attempt = 0
             behind = page.millis_behind_latest
-            if not self._hand_over(list(page.records), behind):
+            if not self._hand_over(page.records, behind):
                 return
             if page.next_iterator is None:
                 self._put(ShardEnded(page.children))
