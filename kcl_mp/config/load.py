@@ -160,10 +160,14 @@ def load_config(
 
     stream_name = parsed.get("streamName")
     arn = parsed.get("streamArn")
+    arn_as_name = arn is None and stream_name is not None and values.is_dynamodb_stream_arn(stream_name)
+    if arn_as_name:  # the 1.x StreamsMultiLangDaemon's files: the adapter took the stream's ARN as its name
+        log.info("%s is a DynamoDB stream's ARN: read as streamArn", settings["streamName"].label)
+        arn = stream_name
     kind = StreamKind.KINESIS
     if arn is not None:
         kind, arn_name = values.stream_of(arn)
-        if stream_name is not None and stream_name != arn_name:
+        if stream_name is not None and stream_name != arn_name and not arn_as_name:
             warn(f"{settings['streamArn'].label} names stream {arn_name}; streamName = {stream_name} is not used")
         stream_name = arn_name
     if stream_name is None:
@@ -201,7 +205,6 @@ def load_config(
         warn(f"{source}: AwsCredentialsProvider is not set (the Java daemon requires it); "
              "using DefaultCredentialsProvider")
     region = parsed.get("regionName")
-    top = sections["top"]
     initial = _initial_position(parsed, settings, warn, source)
     if kind is StreamKind.DYNAMODB and initial.kind == "AT_TIMESTAMP":
         where = settings.get("initialPositionInStreamExtended") or settings["initialPositionInStream"]
@@ -211,7 +214,7 @@ def load_config(
         source=source,
         application_name=application,
         stream_name=stream_name,
-        stream_arn=top["stream_arn"],
+        stream_arn=arn,
         worker_id=parsed.get("workerId") or str(uuid.uuid4()),
         kinesis=ClientSettings(parsed.get("kinesisClient.region", region), parsed.get("kinesisEndpoint"), chain),
         dynamodb=ClientSettings(parsed.get("dynamoDbClient.region", region), parsed.get("dynamoDBEndpoint"),

@@ -118,6 +118,10 @@ def stream_arn(value: str) -> str:
                      "arn:aws:dynamodb:<region>:<12-digit account>:table/<table>/stream/<label>")
 
 
+def is_dynamodb_stream_arn(text: str) -> bool:
+    return _DYNAMODB_STREAM_ARN.fullmatch(text) is not None
+
+
 def stream_of(arn: str) -> tuple[StreamKind, str]:
     """What a valid ``streamArn`` names: its kind, and the stream's name (a DynamoDB stream: its table's).
 

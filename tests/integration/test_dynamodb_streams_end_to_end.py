@@ -24,12 +24,12 @@ steer = emulator_tests.steer  # the emulator's admin actions, its settings put b
 KEYS = [f"k{n}" for n in range(12)]
 
 
-def _properties(tmp_path: Path, moto_url: str, arn: str, app: str, **keys: object) -> Path:
-    props = base_properties(moto_url, app, app, f"{sys.executable} {RECORDER}", streamArn=arn,
-                            failoverTimeMillis=4000, **keys)
+def _properties(tmp_path: Path, moto_url: str, arn: str, app: str, arn_key: str = "streamArn", **keys: object) -> Path:
+    """``arn_key`` = streamName: as the 1.x StreamsMultiLangDaemon's files name the stream."""
+    props = base_properties(moto_url, app, app, f"{sys.executable} {RECORDER}", failoverTimeMillis=4000, **keys)
     for key in ("streamName", "maxRecords"):
         del props[key]
-    return write_properties(tmp_path / f"{app}.properties", **props)
+    return write_properties(tmp_path / f"{app}.properties", **{arn_key: arn}, **props)
 
 
 def _fails_at_start(tmp_path: Path, props: Path, expected: str) -> None:
@@ -132,7 +132,7 @@ def test_every_change_arrives_once_in_order_across_rollovers_and_a_host_sigkill(
     arn = make_table(dynamodb, table)
     out = tmp_path / "out"
     out.mkdir()
-    props = _properties(tmp_path, moto_url, arn, app, clientVersionConfig=mode)
+    props = _properties(tmp_path, moto_url, arn, app, "streamName", clientVersionConfig=mode)
     hosts = {name: Daemon(props, tmp_path / f"{name}.log", "--set", f"workerId={name}",
                           env={"RECORDER_DIR": str(out), "RECORDER_HOST": name, "RECORDER_CHECKPOINT_EVERY": "1"})
              for name in ("a", "b")}
@@ -213,7 +213,7 @@ def test_a_lease_table_written_by_the_1x_streams_daemon_is_taken_over_from_its_c
 
     out = tmp_path / "out"
     out.mkdir()
-    props = _properties(tmp_path, moto_url, arn, app, **{"kclmp.dynamodbRecordFormat": "ADAPTER_V1"})
+    props = _properties(tmp_path, moto_url, arn, app, "streamName", **{"kclmp.dynamodbRecordFormat": "ADAPTER_V1"})
     daemon = Daemon(props, tmp_path / "run.log", env={"RECORDER_DIR": str(out), "RECORDER_HOST": "kcl-mp"})
     try:
         wait_until(lambda: len(_delivered(out)) >= len(KEYS) - 5, 60, "the child's records after its checkpoint")

@@ -519,3 +519,9 @@ def test_dynamodb_streams_keys_and_the_getrecords_cap(tmp_path, caplog) -> None:
 def test_what_dynamodb_streams_cannot_do_is_a_configuration_error_naming_the_key(tmp_path, keys, message) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         load(tmp_path, drop=("streamName",), **keys)
+
+
+def test_a_1x_streams_daemon_file_names_the_dynamodb_stream_by_its_arn_in_stream_name(tmp_path) -> None:
+    config = load(tmp_path, drop=("maxRecords",), streamName=DDB_ARN)
+    assert config.stream_kind is StreamKind.DYNAMODB and config.stream_arn == DDB_ARN
+    assert config.stream_name == "Orders" and config.warnings == ()
