@@ -3,11 +3,14 @@ Streams Kinesis Adapter (2.x; docs/dynamodb-streams.md has the sources):
 
 - listing: DescribeStream, ``Limit`` 100 a page from ``ExclusiveStartShardId`` (there is no
   ListShards and no filter by position: an empty lease table is planned from the whole tree);
-  throttled pages (about 10 a second per stream) are retried after a second, up to 50 times;
+  a throttled listing (about 10 calls a second per stream) fails, and the shard sync tries
+  again after listShardsBackoffTimeInMillis, up to maxListShardsRetryAttempts (the adapter:
+  a second, 50 times);
 - shards have one parent at most, and the adapter's hash range 0..1 (so the lease audit's key
   space is 0..1);
 - children, at a shard's end: DescribeStream with ShardFilter CHILD_SHARDS, up to 10 tries with
-  backoff (a child appears a moment after its parent closes), then the full listing;
+  backoff (a child appears a moment after its parent closes), then the full listing, and
+  failing that none (the shard sync then finds them);
 - reading: GetRecords at most 1,000; ExpiredIteratorException (15 minutes) -> ``IteratorExpired``,
   TrimmedDataAccessException (24 hours) -> ``DataTrimmed``, ResourceNotFound on a shard -> its
   end (``ShardGone``); LimitExceeded (a third reader of a shard) is a ``ThrottledError`` the
@@ -30,20 +33,17 @@ from typing import Any
 from kcl_mp.aws.errors import AWS_ERRORS, NOT_FOUND, call, error_code, translate
 from kcl_mp.backoff import Backoff
 from kcl_mp.config.settings import DynamoDBStreamsSettings, StreamKind
-from kcl_mp.errors import ConfigError, DependencyError, ThrottledError
+from kcl_mp.errors import ConfigError, DependencyError
 from kcl_mp.leases.shard_sync import Shard
 from kcl_mp.retrieval.dynamodb_record import adapter_json, epoch_millis
 from kcl_mp.retrieval.stream import DataTrimmed, IteratorExpired, Page, Position, ShardGone
 
 DESCRIBE_PAGE = 100  # DescribeStream's Limit: the API's maximum
-DESCRIBE_THROTTLE_RETRIES = 50  # the adapter's, 1 s apart
-DESCRIBE_THROTTLE_WAIT_S = 1.0
 CHILD_TRIES = 10  # the adapter's getChildShards: backoff 50 ms to 1 s, then the full listing
 CHILD_BACKOFF = Backoff(base_s=0.05, cap_s=1.0)
 HASH_RANGE = (0, 1)  # the adapter's mapping of every shard (KinesisMapperUtil)
 _EXPIRED = "ExpiredIteratorException"
 _TRIMMED = "TrimmedDataAccessException"
-_THROTTLED = "LimitExceededException"
 _ITERATOR_TYPES = frozenset({"TRIM_HORIZON", "LATEST", "AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER"})
 
 
@@ -101,7 +101,8 @@ class DynamoDBStream:
 
     def child_shards(self, shard_id: str) -> tuple[dict[str, Any], ...]:
         """The children of closed shard ``shard_id``, as ChildShards entries: ShardFilter CHILD_SHARDS,
-        tried a few times, then the full listing (a service without the filter, a late child)."""
+        tried a few times, then the full listing (a service without the filter, a late child).
+        Never raises: without them (the listing failed too) the shard sync finds them."""
         request = {"StreamArn": self.arn, "Limit": DESCRIBE_PAGE,
                    "ShardFilter": {"Type": "CHILD_SHARDS", "ShardId": shard_id}}
         for attempt in range(CHILD_TRIES):
@@ -115,21 +116,20 @@ class DynamoDBStream:
             if found:
                 return tuple(_child_entry(c) for c in found)
             self.sleep(CHILD_BACKOFF.next_delay(attempt, self.rng))
-        return tuple(_child_entry(c) for c in self.list_shards() if shard_id in c.parent_shard_ids)
+        try:
+            listed = self.list_shards()
+        except DependencyError:
+            return ()
+        return tuple(_child_entry(c) for c in listed if shard_id in c.parent_shard_ids)
 
     def _describe(self, request: dict[str, Any], outcomes: dict[str, str] | None = None) -> Any:
-        """One DescribeStream, its StreamDescription (None for an error code in ``outcomes``);
-        throttling waits a second (the adapter's rule)."""
-        what = f"DescribeStream on {self.arn}"
-        for _ in range(DESCRIBE_THROTTLE_RETRIES):
-            answer = call(what, partial(self.dynamodbstreams.describe_stream, **request),
-                          {_THROTTLED: _THROTTLED, **(outcomes or {})})
-            if isinstance(answer, dict):
-                return answer["StreamDescription"]
-            if answer != _THROTTLED:
-                return None
-            self.sleep(DESCRIBE_THROTTLE_WAIT_S)
-        raise ThrottledError(f"{what}: throttled {DESCRIBE_THROTTLE_RETRIES} times in a row", code=_THROTTLED)
+        """One DescribeStream, its StreamDescription (None for an error code in ``outcomes``).
+        Throttled, it raises a ThrottledError: the shard sync tries again after
+        listShardsBackoffTimeInMillis (the adapter waits a second, up to 50 times), never
+        holding the supervisor's loop (its renewals) meanwhile."""
+        answer = call(f"DescribeStream on {self.arn}", partial(self.dynamodbstreams.describe_stream, **request),
+                      outcomes or {})
+        return answer["StreamDescription"] if isinstance(answer, dict) else None
 
     # -- reading ----------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from kcl_mp.aws.clients import client as aws_client
 from kcl_mp.backoff import Backoff
 from kcl_mp.config import ClientSettings, CredentialProvider, InitialPosition, RetrievalSettings, load_config
 from kcl_mp.config.settings import DynamoDBStreamsSettings
+from kcl_mp.errors import ThrottledError
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
 from kcl_mp.multilang.wire import make_batch
@@ -100,6 +101,11 @@ def test_listing_pages_300_shards_and_children_come_by_the_filter(moto_url, dyna
     assert all(c["Limit"] == 100 for c in calls)
     assert all(s.hash_range == (0, 1) and s.parent_shard_ids == () for s in shards)
     assert stream.describe() == arn
+
+    steer(action="configure", describe_per_second=0)  # throttled past botocore's retries: the listing fails, no wait
+    with pytest.raises(ThrottledError, match="LimitExceededException"):
+        stream.list_shards()
+    steer(action="configure", describe_per_second=10)
 
     closed = shards[7].shard_id
     opened = steer(action="split", table=unique_name, shard=closed)["opened"]
