@@ -29,6 +29,7 @@ class KinesisStream:
     max_hash_key = MAX_HASH_KEY
     skip_trimmed = False  # Kinesis never answers TrimmedDataAccessException
     filters_at_position = True
+    empty_read_wait = 1
 
     def __init__(self, kinesis: Any, stream_name: str, stream_arn: str | None = None):
         self.kinesis, self.stream_name, self.stream_arn = kinesis, stream_name, stream_arn

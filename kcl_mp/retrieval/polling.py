@@ -221,7 +221,7 @@ class Fetcher:
                 self._put(ShardEnded(page.children))
                 return
             iterator = page.next_iterator
-            wait = idle_s
+            wait = idle_s if page.records else idle_s * self.stream.empty_read_wait
             if threshold and behind is not None and behind < threshold:
                 wait += idle_s  # near the tip: read less often (millisBehindLatestThresholdForReducedTps)
             next_call = call_started + wait

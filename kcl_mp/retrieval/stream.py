@@ -86,6 +86,11 @@ class Stream(Protocol):
         """A trimmed position moves the reader to TRIM_HORIZON (True) or is retried (False)."""
 
     @property
+    def empty_read_wait(self) -> int:
+        """After a read that returned no records, the next waits this many idle times
+        (idleTimeBetweenReadsInMillis): DynamoDB Streams 2, as the adapter's sleep controller."""
+
+    @property
     def filters_at_position(self) -> bool:
         """``list_shards(at)`` lists only the shards open at ``at`` (else every shard: the
         shard sync then plans an empty table from the whole tree)."""

@@ -262,3 +262,17 @@ def test_an_empty_lease_table_is_planned_from_the_whole_tree(tmp_path, moto_url,
     monkeypatch.setattr(coordinator.sync.stream, "list_shards", lambda *a: calls.append(a) or [])
     assert coordinator.sync.audit() and coordinator.sync.audit()
     assert calls == [], "the audit listed shards although the leases cover the adapter's key space"
+
+
+@pytest.mark.timing
+def test_an_empty_read_waits_twice_the_idle_time(moto_url, dynamodb, unique_name):
+    """The adapter's pacing: a quiet shard read every 2 x 200 ms. A bound from above only (a
+    loaded machine reads less often, never more)."""
+    arn = make_table(dynamodb, unique_name)
+    fetcher = _fetcher(_stream(moto_url, arn, unique_name), _first_shard(moto_url, arn))
+    began = time.monotonic()
+    wait_until(lambda: fetcher.get_records_calls >= 1, 30, "the first read")
+    time.sleep(2.0)
+    calls, took = fetcher.get_records_calls, time.monotonic() - began
+    fetcher.stop()
+    assert calls <= took / 0.4 + 1, (calls, took)
