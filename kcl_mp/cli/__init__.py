@@ -30,6 +30,7 @@ from pathlib import Path
 from kcl_mp import __version__, logs
 from kcl_mp.config import Config, load_config
 from kcl_mp.config.load import parse_overrides
+from kcl_mp.config.settings import StreamKind
 from kcl_mp.errors import EXIT_CONFIG, EXIT_INTERNAL, EXIT_USAGE, ConfigError, KclMpError
 
 log = logging.getLogger("kcl_mp.cli")
@@ -166,7 +167,16 @@ def run(args: argparse.Namespace, path: str) -> int:
             endpoint.write_text(emulator.url + "\n")
             log.info("its endpoint is in %s: kcl-mp leases -p %s --embedded reads it", endpoint, path)
 
-            if embedded.ensure_stream(aws_client("kinesis", config.kinesis), config.stream_name, args.embedded_shards):
+            if config.stream_kind is StreamKind.DYNAMODB:
+                arn, created = embedded.ensure_table_stream(aws_client("dynamodb", config.dynamodb), emulator.url,
+                                                            config.stream_name, args.embedded_shards)
+                if created:
+                    log.info("created table %s with a stream of %d shards", config.stream_name, args.embedded_shards)
+                if arn != config.stream_arn:  # the emulator names its streams itself
+                    log.info("reading table %s's stream on the emulator: %s", config.stream_name, arn)
+                    config = load_config(path, overrides={**overrides, "streamArn": arn})
+            elif embedded.ensure_stream(aws_client("kinesis", config.kinesis), config.stream_name,
+                                        args.embedded_shards):
                 log.info("created stream %s with %d shards", config.stream_name, args.embedded_shards)
         check_startable(config)
         logs.setup(args.log_level, args.log_format, config.worker_id)

@@ -37,6 +37,7 @@ from kcl_mp.aws.errors import AWS_ERRORS, error_code
 from kcl_mp.cli import check_processor
 from kcl_mp.config import Config, load_config
 from kcl_mp.config.load import parse_overrides
+from kcl_mp.config.settings import StreamKind
 from kcl_mp.errors import EXIT_CONFIG, EXIT_OK, ConfigError, KclMpError, ProcessorStartError
 from kcl_mp.multilang.command import resolve_command
 
@@ -130,6 +131,30 @@ def _aws(findings: list[Finding], key: str, call: str, endpoint: str, ok: Callab
         return None
     findings.append(Finding("ok", key, call, ok(answer)))
     return answer
+
+
+def check_stream(config: Config, findings: list[Finding]) -> None:
+    """The configured stream, Kinesis or DynamoDB Streams (``Config.stream_kind``)."""
+    if config.stream_kind is StreamKind.DYNAMODB:
+        check_dynamodb_stream(config, findings)
+    else:
+        check_kinesis(config, findings)
+
+
+def check_dynamodb_stream(config: Config, findings: list[Finding]) -> None:
+    dynamodbstreams = aws_client("dynamodbstreams", config.kinesis, limits=LIMITS)
+    endpoint = dynamodbstreams.meta.endpoint_url
+    arn = config.stream_arn
+    found = _aws(findings, "streamArn", "dynamodb:DescribeStream", endpoint,
+                 lambda d: f"the stream of table {d['StreamDescription']['TableName']} is "
+                           f"{d['StreamDescription']['StreamStatus']}",
+                 lambda: dynamodbstreams.describe_stream(StreamArn=arn, Limit=1),
+                 fix_missing=f"enable the table's stream and use its LatestStreamArn (region "
+                             f"{dynamodbstreams.meta.region_name}, endpoint {endpoint})")
+    if found and found["StreamDescription"]["Shards"]:
+        _aws(findings, "streamArn", "dynamodb:GetShardIterator", endpoint, lambda _: "allowed (no record read)",
+             lambda: dynamodbstreams.get_shard_iterator(
+                 StreamArn=arn, ShardId=found["StreamDescription"]["Shards"][0]["ShardId"], ShardIteratorType="LATEST"))
 
 
 def check_kinesis(config: Config, findings: list[Finding]) -> None:
@@ -246,7 +271,7 @@ def run_checks(path: str, overrides: dict[str, str]) -> tuple[str, list[Finding]
                             f"application {config.application_name}, stream {config.stream_arn or config.stream_name}, "
                             f"worker {config.worker_id}"))
     findings.append(check_processor_runs(config))
-    for check in (check_kinesis, check_dynamodb, check_cloudwatch):
+    for check in (check_stream, check_dynamodb, check_cloudwatch):
         try:
             check(config, findings)
         except KclMpError as exc:  # no region, credentials that cannot be resolved

@@ -21,7 +21,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from kcl_mp.config.settings import CLIENT_VERSION_CONFIGS
+from kcl_mp.config.settings import CLIENT_VERSION_CONFIGS, DynamoDBRecordFormat, SkipRecordsBehavior
 from kcl_mp.config.values import (
     INT_MAX,
     LONG_MAX,
@@ -29,6 +29,7 @@ from kcl_mp.config.values import (
     boolean,
     canonical_credential_key,
     choice,
+    choices_of,
     credential_chain,
     decimal,
     dimension_list,
@@ -76,7 +77,8 @@ KEYS: tuple[Key, ...] = (
     _k("executableName", text, None, "the processor command line, split on spaces (required)"),
     _k("applicationName", text, None, "application: lease table name, metrics namespace (required)"),
     _k("streamName", text, None, "the stream (required unless streamArn)"),
-    _k("streamArn", stream_arn, None, "the stream by ARN; its name overrides streamName", "top.stream_arn"),
+    _k("streamArn", stream_arn, None, "the stream by ARN (Kinesis, or a DynamoDB table's stream); its name overrides "
+       "streamName", "top.stream_arn"),
     _k("tableName", text, None, "DynamoDB lease table (default: applicationName)"),
     _k("workerId", text, None, "this worker's lease owner id (default: a random UUID)", "", "workerIdentifier"),
     _ignored("processingLanguage", text, "the processor's language", "informational in Java too (a user-agent suffix)"),
@@ -255,6 +257,14 @@ KEYS: tuple[Key, ...] = (
     _k(_KCLMP + "workerProcessMaxByteSize", integer(1024, LONG_MAX), 128 << 20,
        "bytes of processRecords lines all shards of one pool process read ahead together",
        "retrieval.worker_process_max_byte_size"),
+    # DynamoDB Streams (a streamArn of a DynamoDB stream), the adapter's rules
+    _k(_KCLMP + "skipRecordsBehavior", choices_of(SkipRecordsBehavior), "SKIP_RECORDS_TO_TRIM_HORIZON",
+       "DynamoDB Streams: a position past the 24 h trim skips to TRIM_HORIZON, logged and counted (the adapter's "
+       "default), or KCL_RETRY: retried until it is read or the lease moves", "dynamodb_streams.skip_records_behavior"),
+    _k(_KCLMP + "dynamodbRecordFormat", choices_of(DynamoDBRecordFormat), "ADAPTER_V2",
+       "DynamoDB Streams records as the adapter 2.x gives them (partitionKey = the sequence number) or ADAPTER_V1, "
+       "as the 1.x StreamsMultiLangDaemon did (partitionKey and subSequenceNumber null)",
+       "dynamodb_streams.record_format"),
 )
 
 # Any of these set to a non-zero value makes retrievalMode DEFAULT mean polling (section 9).

@@ -24,18 +24,23 @@ from kcl_mp.config.settings import (
     ClientSettings,
     Config,
     CredentialProvider,
+    DynamoDBStreamsSettings,
     InitialPosition,
     Kcl3Settings,
     LeaseSettings,
     MetricsSettings,
     ProcessorSettings,
     RetrievalSettings,
+    StreamKind,
 )
 from kcl_mp.errors import ConfigError
 
 # AWS access key ids, and 40-character base64 runs (secret keys): never echoed.
 _SECRET = re.compile(r"(?:AKIA|ASIA)[A-Z0-9]{16}|(?<![\w/+=])[A-Za-z0-9/+=]{40}(?![\w/+=])")
 _MIN_IDLE_MS = 200  # Java raises idleTimeBetweenReadsInMillis below this, with a warning
+# DynamoDB Streams: GetRecords takes at most 1,000 records; the adapter reads every second by default.
+DYNAMODB_MAX_RECORDS = 1000
+DYNAMODB_IDLE_MS = 1000
 
 
 @dataclass(frozen=True)
@@ -146,7 +151,8 @@ def load_config(
     command = tuple(word for word in required("executableName", "executableName = python3 app.py").split(" ") if word)
     application = required("applicationName", "applicationName = my-app")
 
-    sections: dict[str, dict[str, Any]] = {s: {} for s in ("top", "retrieval", "lease", "processor", "metrics", "kcl3")}
+    sections: dict[str, dict[str, Any]] = {s: {} for s in ("top", "retrieval", "lease", "processor", "metrics", "kcl3",
+                                                                 "dynamodb_streams")}
     for key in K.KEYS:
         if key.field:
             section, attr = key.field.split(".")
@@ -154,9 +160,14 @@ def load_config(
 
     stream_name = parsed.get("streamName")
     arn = parsed.get("streamArn")
+    arn_as_name = arn is None and stream_name is not None and values.is_dynamodb_stream_arn(stream_name)
+    if arn_as_name:  # the 1.x StreamsMultiLangDaemon's files: the adapter took the stream's ARN as its name
+        log.info("%s is a DynamoDB stream's ARN: read as streamArn", settings["streamName"].label)
+        arn = stream_name
+    kind = StreamKind.KINESIS
     if arn is not None:
-        arn_name = values.stream_name_of(arn)
-        if stream_name is not None and stream_name != arn_name:
+        kind, arn_name = values.stream_of(arn)
+        if stream_name is not None and stream_name != arn_name and not arn_as_name:
             warn(f"{settings['streamArn'].label} names stream {arn_name}; streamName = {stream_name} is not used")
         stream_name = arn_name
     if stream_name is None:
@@ -166,11 +177,18 @@ def load_config(
         sections["kcl3"]["client_version_config_from"] = settings["clientVersionConfig"].where
     retrieval = sections["retrieval"]
     mode = parsed.get("retrievalMode", "DEFAULT")
+    if kind is StreamKind.DYNAMODB and mode != "POLLING":
+        if mode == "FANOUT":
+            raise ConfigError(f"{settings['retrievalMode'].label} = 'FANOUT': DynamoDB Streams have no enhanced "
+                              "fan-out; use POLLING (or leave it DEFAULT)")
+        mode = "POLLING"  # GetRecords is the only way to read a DynamoDB stream
     if mode == "DEFAULT":
         polling = [name for name in K.POLLING_KEYS if parsed.get(name)]
         mode = "POLLING" if polling else "FANOUT"
         log.info("retrievalMode DEFAULT resolves to %s (polling keys set: %s)", mode, ", ".join(polling) or "none")
     retrieval["mode"] = mode
+    if kind is StreamKind.DYNAMODB:
+        _dynamodb_retrieval(retrieval, settings, warn)
     if retrieval["idle_time_between_reads_ms"] < _MIN_IDLE_MS:
         warn(f"{settings['idleTimeBetweenReadsInMillis'].label} = {retrieval['idle_time_between_reads_ms']} "
              f"is below {_MIN_IDLE_MS}; using {_MIN_IDLE_MS}, as the Java daemon does")
@@ -187,12 +205,16 @@ def load_config(
         warn(f"{source}: AwsCredentialsProvider is not set (the Java daemon requires it); "
              "using DefaultCredentialsProvider")
     region = parsed.get("regionName")
-    top = sections["top"]
+    initial = _initial_position(parsed, settings, warn, source)
+    if kind is StreamKind.DYNAMODB and initial.kind == "AT_TIMESTAMP":
+        where = settings.get("initialPositionInStreamExtended") or settings["initialPositionInStream"]
+        raise ConfigError(f"{where.label}: DynamoDB Streams have no AT_TIMESTAMP position (streamArn names the "
+                          f"stream of table {stream_name}); use LATEST or TRIM_HORIZON")
     return Config(
         source=source,
         application_name=application,
         stream_name=stream_name,
-        stream_arn=top["stream_arn"],
+        stream_arn=arn,
         worker_id=parsed.get("workerId") or str(uuid.uuid4()),
         kinesis=ClientSettings(parsed.get("kinesisClient.region", region), parsed.get("kinesisEndpoint"), chain),
         dynamodb=ClientSettings(parsed.get("dynamoDbClient.region", region), parsed.get("dynamoDBEndpoint"),
@@ -200,15 +222,30 @@ def load_config(
         cloudwatch=ClientSettings(parsed.get("cloudWatchClient.region", region),
                                   parsed.get("cloudWatchClient.endpointOverride"),
                                   parsed.get("AwsCredentialsProviderCloudWatch", chain)),
-        initial_position=_initial_position(parsed, settings, warn, source),
+        initial_position=initial,
         retrieval=RetrievalSettings(**retrieval),
         lease=LeaseSettings(table_name=parsed.get("tableName", application), **sections["lease"]),
         processor=ProcessorSettings(command=command, **processor),
         metrics=MetricsSettings(**sections["metrics"]),
         kcl3=Kcl3Settings(**sections["kcl3"]),
+        stream_kind=kind,
+        dynamodb_streams=DynamoDBStreamsSettings(**sections["dynamodb_streams"]),
         ignored=tuple(ignored),
         warnings=tuple(warnings),
     )
+
+
+def _dynamodb_retrieval(retrieval: dict[str, Any], settings: Mapping[str, _Setting], warn: Any) -> None:
+    """DynamoDB Streams' GetRecords takes at most 1,000 records a call; the adapter reads every
+    second by default (its defaults where the file says nothing)."""
+    if "maxRecords" not in settings:
+        retrieval["max_records"] = DYNAMODB_MAX_RECORDS
+    elif retrieval["max_records"] > DYNAMODB_MAX_RECORDS:
+        warn(f"{settings['maxRecords'].label} = {retrieval['max_records']}: DynamoDB Streams' GetRecords takes at "
+             f"most {DYNAMODB_MAX_RECORDS}; using {DYNAMODB_MAX_RECORDS}")
+        retrieval["max_records"] = DYNAMODB_MAX_RECORDS
+    if "idleTimeBetweenReadsInMillis" not in settings:
+        retrieval["idle_time_between_reads_ms"] = DYNAMODB_IDLE_MS
 
 
 def _initial_position(parsed: Mapping[str, Any], settings: Mapping[str, _Setting], warn: Any, source: str

@@ -7,6 +7,7 @@ Every field has one properties key (or a few spellings of it) declared in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Literal, get_args
 
 # Java KCL's epsilon for the lease timers (DynamoDBLeaseCoordinator).
@@ -16,6 +17,29 @@ LEASE_EPSILON_MS = 25
 ClientVersionConfig = Literal["CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X",
                               "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1"]
 CLIENT_VERSION_CONFIGS: tuple[ClientVersionConfig, ...] = get_args(ClientVersionConfig)
+
+
+class StreamKind(Enum):
+    """What ``streamArn`` (or ``streamName``) names: decided once, where the configuration is parsed."""
+
+    KINESIS = "kinesis"
+    DYNAMODB = "dynamodb"  # a DynamoDB stream (arn:...:table/T/stream/LABEL)
+
+
+# kclmp.skipRecordsBehavior: the DynamoDB Streams Kinesis Adapter's names for what a trimmed
+# position does (its default skips to TRIM_HORIZON: records are lost, by design).
+SkipRecordsBehavior = Literal["SKIP_RECORDS_TO_TRIM_HORIZON", "KCL_RETRY"]
+# kclmp.dynamodbRecordFormat: the record object of the adapter 2.x (partitionKey = the sequence
+# number, subSequenceNumber 0) or of the 1.x StreamsMultiLangDaemon (both null).
+DynamoDBRecordFormat = Literal["ADAPTER_V2", "ADAPTER_V1"]
+
+
+@dataclass(frozen=True)
+class DynamoDBStreamsSettings:
+    """DynamoDB Streams through the adapter's rules (docs/dynamodb-streams.md)."""
+
+    skip_records_behavior: SkipRecordsBehavior = "SKIP_RECORDS_TO_TRIM_HORIZON"
+    record_format: DynamoDBRecordFormat = "ADAPTER_V2"
 
 
 @dataclass(frozen=True)
@@ -182,6 +206,8 @@ class Config:
     processor: ProcessorSettings
     metrics: MetricsSettings
     kcl3: Kcl3Settings = field(default_factory=Kcl3Settings)
+    stream_kind: StreamKind = StreamKind.KINESIS
+    dynamodb_streams: DynamoDBStreamsSettings = field(default_factory=DynamoDBStreamsSettings)
     # Keys accepted for compatibility whose setting kcl-mp does not use, with why.
     ignored: tuple[tuple[str, str], ...] = field(default=())
     # Everything load_config warned about (unknown keys, duplicates, renamed values...).

@@ -12,9 +12,9 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
-from kcl_mp.config.settings import CredentialProvider
+from kcl_mp.config.settings import CredentialProvider, StreamKind
 
 Parser = Callable[[str], Any]
 INT_MAX = 2**31 - 1
@@ -72,6 +72,11 @@ def choice(*values: str) -> Parser:
     return parse
 
 
+def choices_of(values: Any) -> Parser:
+    """``choice`` over the values of a ``Literal`` type, so the type and the key say them once."""
+    return choice(*get_args(values))
+
+
 def text(value: str) -> str:
     if not value:
         raise ValueError("expected a non-empty value")
@@ -91,18 +96,44 @@ def region(value: str) -> str:
 
 
 _STREAM_ARN = re.compile(r"arn:aws[a-z-]*:kinesis:[a-z0-9-]+:\d{12}:stream/([A-Za-z0-9_.-]{1,128})")
+# A DynamoDB stream: the table's ARN, then /stream/ and the stream's label (a timestamp).
+_DYNAMODB_STREAM_ARN = re.compile(r"arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:\d{12}:table/([A-Za-z0-9_.-]{3,255})"
+                                  r"/stream/([^/\s]+)")
+_DYNAMODB_TABLE_ARN = re.compile(r"arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:\d{12}:table/[A-Za-z0-9_.-]{3,255}")
 
 
 def stream_arn(value: str) -> str:
-    if not _STREAM_ARN.fullmatch(value):
-        raise ValueError("expected arn:aws:kinesis:<region>:<12-digit account>:stream/<name>")
-    return value
+    """A Kinesis stream's ARN or a DynamoDB stream's; anything else names what it is not.
+
+    >>> stream_arn("arn:aws:dynamodb:us-east-1:123456789012:table/Orders")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: a DynamoDB table's ARN, not its stream's: use the table's LatestStreamArn ...
+    """
+    if _STREAM_ARN.fullmatch(value) or _DYNAMODB_STREAM_ARN.fullmatch(value):
+        return value
+    if _DYNAMODB_TABLE_ARN.fullmatch(value):
+        raise ValueError("a DynamoDB table's ARN, not its stream's: use the table's LatestStreamArn "
+                         f"(...:table/{value.rpartition('/')[2]}/stream/<label>)")
+    raise ValueError("expected arn:aws:kinesis:<region>:<12-digit account>:stream/<name> or "
+                     "arn:aws:dynamodb:<region>:<12-digit account>:table/<table>/stream/<label>")
 
 
-def stream_name_of(arn: str) -> str:
-    match = _STREAM_ARN.fullmatch(arn)
-    assert match, arn
-    return match.group(1)
+def is_dynamodb_stream_arn(text: str) -> bool:
+    return _DYNAMODB_STREAM_ARN.fullmatch(text) is not None
+
+
+def stream_of(arn: str) -> tuple[StreamKind, str]:
+    """What a valid ``streamArn`` names: its kind, and the stream's name (a DynamoDB stream: its table's).
+
+    >>> stream_of("arn:aws:dynamodb:us-east-1:123456789012:table/Orders/stream/2026-01-02T03:04:05.678")
+    (<StreamKind.DYNAMODB: 'dynamodb'>, 'Orders')
+    """
+    kinesis = _STREAM_ARN.fullmatch(arn)
+    if kinesis:
+        return StreamKind.KINESIS, kinesis.group(1)
+    dynamodb = _DYNAMODB_STREAM_ARN.fullmatch(arn)
+    assert dynamodb, arn
+    return StreamKind.DYNAMODB, dynamodb.group(1)
 
 
 def name_list(value: str) -> tuple[str, ...]:

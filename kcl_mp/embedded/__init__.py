@@ -9,6 +9,7 @@ same module.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from kcl_mp.embedded.dynamodb_streams import ADMIN_PATH
 from kcl_mp.errors import DependencyError
 
 LOOPBACK = "127.0.0.1"
@@ -117,6 +119,27 @@ def ensure_stream(kinesis: Any, name: str, shard_count: int, *, wait_s: float = 
         created = True
     wait_active(kinesis, name, wait_s)
     return created
+
+
+def ensure_table_stream(dynamodb: Any, url: str, table: str, shards: int) -> tuple[str, bool]:
+    """The stream ARN of ``table`` on the emulator at ``url``, creating the table (a string hash
+    key ``pk``, its stream NEW_AND_OLD_IMAGES with ``shards`` open shards) unless it exists; True
+    when this call created it."""
+    try:
+        found = dynamodb.describe_table(TableName=table)["Table"]
+    except dynamodb.exceptions.ResourceNotFoundException:
+        body = json.dumps({"action": "configure", "shards": shards}).encode()
+        request = urllib.request.Request(url + ADMIN_PATH, body, method="POST")
+        with urllib.request.urlopen(request, timeout=10):
+            pass
+        found = dynamodb.create_table(
+            TableName=table, BillingMode="PAY_PER_REQUEST", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"})["TableDescription"]
+        return str(found["LatestStreamArn"]), True
+    if not found.get("LatestStreamArn"):
+        raise DependencyError(f"table {table} on the emulator has no stream", retriable=False)
+    return str(found["LatestStreamArn"]), False
 
 
 def wait_active(kinesis: Any, name: str, wait_s: float = 60.0) -> None:

@@ -44,7 +44,14 @@ ADMIN_PATH = "/_kclmp/dynamodb-streams"
 HASH_SPACE = 1 << 128
 FIRST_SEQUENCE = 10**20  # 21 digits, as the service's sequence numbers have at least
 SEQUENCE_STEP = 100
-TTL_IDENTITY = {"principalId": "dynamodb.amazonaws.com", "type": "Service"}
+TTL_IDENTITY = {"PrincipalId": "dynamodb.amazonaws.com", "Type": "Service"}  # the API's names (Lambda's: lower case)
+
+
+def wire_json(value: Any) -> str:
+    """A value ``json`` cannot write, as the wire has it: a binary attribute (moto keeps bytes) in base64."""
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 class StreamsError(Exception):
@@ -122,7 +129,7 @@ class Stream:
         return [s for s in self.shards if s.end is None]
 
     def append(self, record: dict[str, Any], now: float, settings: Settings) -> None:
-        keys = json.dumps(record["dynamodb"]["Keys"], sort_keys=True).encode()
+        keys = json.dumps(record["dynamodb"]["Keys"], sort_keys=True, default=wire_json).encode()
         point = int.from_bytes(hashlib.md5(keys).digest(), "big")
         shard = next(s for s in self.open_shards() if s.low <= point < s.high)
         sequence = self.next_sequence
@@ -419,7 +426,7 @@ class StreamsMiddleware:
         except (ValueError, KeyError, TypeError) as e:
             answer = {"__type": "com.amazonaws.dynamodb.v20120810#ValidationException", "message": repr(e)}
             status = "400 Bad Request"
-        payload = json.dumps(answer).encode()
+        payload = json.dumps(answer, default=wire_json).encode()
         start_response(status, [("Content-Type", "application/x-amz-json-1.0"),
                                 ("Content-Length", str(len(payload)))])
         return [payload]

@@ -59,10 +59,11 @@ _TYPES = {
     CHILD_SHARD_IDS: "SS", STARTING_HASH_KEY: "S", ENDING_HASH_KEY: "S", CHECKPOINT_OWNER: "S",
 }
 _MODELLED = frozenset(_TYPES)
-# A lease's key is its shard's id: Kinesis names every shard "shardId-" and 12 digits. Java's
-# multi-stream keys ("<account>:<stream>:<epoch>:shardId-...") belong to a multi-stream
+# A lease's key is its shard's id: Kinesis names every shard "shardId-" and 12 digits, DynamoDB
+# Streams "shardId-", 20 digits, "-" and 8 hex digits (shardId-00000001414562045508-2bac9cd2).
+# Java's multi-stream keys ("<account>:<stream>:<epoch>:shardId-...") belong to a multi-stream
 # application, which kcl-mp is not; any other key names no shard of any stream.
-SHARD_ID = re.compile(r"shardId-[0-9]{12}")
+SHARD_ID = re.compile(r"shardId-(?:[0-9]{12}|[0-9]{20}-[0-9a-f]{8})")
 _WHOLE = {LEASE_COUNTER: 2**63 - 1, OWNER_SWITCHES: 2**63 - 1, CHECKPOINT_SUB: 2**63 - 1,
           PENDING_CHECKPOINT_SUB: 2**63 - 1, STARTING_HASH_KEY: 2**128 - 1, ENDING_HASH_KEY: 2**128 - 1}
 
@@ -88,6 +89,7 @@ def not_a_lease(item: Mapping[str, Mapping[str, Any]]) -> str | None:
 
     >>> not_a_lease({"leaseKey": {"S": "shardId-000000000000"}, "leaseCounter": {"N": "4"},
     ...              "entityType": {"S": "LEASE"}})
+    >>> not_a_lease({"leaseKey": {"S": "shardId-00000001414562045508-2bac9cd2"}, "leaseCounter": {"N": "4"}})
     >>> not_a_lease({"leaseKey": {"S": "Leader"}, "ownerName": {"S": "w1"}, "entityType": {"S": "LEADER"}})
     'entityType LEADER'
     >>> not_a_lease({"leaseKey": {"S": "Leader"}, "ownerName": {"S": "w1"}})

@@ -243,8 +243,9 @@ def plan_cleanup(leases: Mapping[str, Lease], shards: Iterable[Shard] | None = N
     return deletable
 
 
-def audit(leases: Mapping[str, Lease]) -> str | None:
-    """Why a full shard sync (ListShards) is needed now, or None when it would find nothing."""
+def audit(leases: Mapping[str, Lease], max_hash_key: int = MAX_HASH_KEY) -> str | None:
+    """Why a full shard sync (ListShards) is needed now, or None when it would find nothing.
+    ``max_hash_key``: the top of the stream's key space (DynamoDB Streams: 1, as the adapter maps it)."""
     if not leases:
         return "the lease table is empty"
     gone = superseded(leases)
@@ -263,6 +264,6 @@ def audit(leases: Mapping[str, Lease]) -> str | None:
         if start > covered_to + 1:
             return f"no lease covers hash keys {covered_to + 1}..{start - 1}"
         covered_to = max(covered_to, end)
-    if covered_to < MAX_HASH_KEY:
-        return f"no lease covers hash keys {covered_to + 1}..{MAX_HASH_KEY}"
+    if covered_to < max_hash_key:
+        return f"no lease covers hash keys {covered_to + 1}..{max_hash_key}"
     return None

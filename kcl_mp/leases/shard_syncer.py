@@ -8,28 +8,24 @@ are conditional, so two hosts acting at once is harmless. docs/resharding.md say
 
 ``ShardSyncer`` is an object the ``LeaseCoordinator`` holds: it shares the coordinator's
 ``TableView`` (the last scan, kept current with this host's own writes) and keeps its own
-audit state; ``shard_sync`` decides, this module lists and writes.
+audit state; ``shard_sync`` decides, the stream (``retrieval.stream``: Kinesis or DynamoDB
+Streams) lists, this module writes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from functools import partial
 from typing import Any
 
-from kcl_mp.aws.errors import NOT_FOUND, call
 from kcl_mp.config import Config, InitialPosition
-from kcl_mp.errors import ConfigError, DependencyError
+from kcl_mp.errors import DependencyError
 from kcl_mp.leases import shard_sync
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.shard_sync import Shard
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
-from kcl_mp.sequence import AT_TIMESTAMP, LATEST
-
-LIST_SHARDS_PAGE = 1000  # ListShards' own default page size, stated
+from kcl_mp.retrieval.streams import open_stream
 
 
 @dataclass
@@ -42,8 +38,10 @@ class TableView:
 
 
 class ShardSyncer:
-    def __init__(self, config: Config, table: LeaseTable, kinesis: Any, log: ShardLog, view: TableView):
-        self.config, self.table, self.kinesis, self.log, self.view = config, table, kinesis, log, view
+    def __init__(self, config: Config, table: LeaseTable, client: Any, log: ShardLog, view: TableView):
+        """``client``: the stream's (``retrieval.streams.stream_client``)."""
+        self.config, self.table, self.log, self.view = config, table, log, view
+        self.stream = open_stream(config, client)
         self.gap_seen = False  # the last audit found leases that leave a gap
 
     def sync_shards(self, leases: Mapping[str, Lease], why: str) -> bool:
@@ -53,11 +51,11 @@ class ShardSyncer:
         """
         initial = self.config.initial_position
         try:
-            if leases:
+            if leases or not self.stream.filters_at_position:
                 shards = self.list_shards()
                 plan = shard_sync.plan_new_leases(shards, leases, initial)
             else:
-                shards = self.list_shards(_shard_filter(initial))
+                shards = self.list_shards(initial)
                 plan = shard_sync.plan_initial_leases(shards, initial)
         except DependencyError as exc:
             self.log.warning("shard sync (%s) failed: %s", why, exc)
@@ -79,7 +77,7 @@ class ShardSyncer:
         two audits running (a scan can catch a shard end between its SHARD_END checkpoint
         and its children's creation; Java's auditor also waits for a confirmation)."""
         self.clean_up(self.view.last_seen, None)
-        reason = shard_sync.audit(self.view.last_seen)
+        reason = shard_sync.audit(self.view.last_seen, self.stream.max_hash_key)
         seen_before, self.gap_seen = self.gap_seen, reason is not None
         if reason is None:
             self.log.debug("shard sync not needed: the leases cover the key space")
@@ -161,46 +159,8 @@ class ShardSyncer:
         return count
 
     def describe_stream(self) -> str:
-        """The stream's ARN. At start-up, before anything is written: Kinesis answers and the
-        stream exists (a misspelt streamName must not leave a lease table behind)."""
-        arn, name = self.config.stream_arn, self.config.stream_name
-        summary = call(f"describing stream {arn or name}", partial(
-            self.kinesis.describe_stream_summary, **({"StreamARN": arn} if arn else {"StreamName": name})),
-            {NOT_FOUND: None})
-        if summary is None:
-            key = f"streamArn {arn}" if arn else f"streamName {name}"
-            raise ConfigError(f"{key}: no such stream at {self.kinesis.meta.endpoint_url}")
-        return str(summary["StreamDescriptionSummary"]["StreamARN"])
+        """The stream's ARN, checked at start-up before anything is written (``Stream.describe``)."""
+        return self.stream.describe()
 
-    def list_shards(self, shard_filter: Mapping[str, Any] | None = None) -> list[Shard]:
-        return list_shards(self.kinesis, self.config.stream_name, shard_filter)
-
-
-def list_shards(kinesis: Any, stream_name: str, shard_filter: Mapping[str, Any] | None = None) -> list[Shard]:
-    """Every page of ListShards. An expired NextToken restarts the listing (bounded)."""
-    first: dict[str, Any] = {"StreamName": stream_name, "MaxResults": LIST_SHARDS_PAGE}
-    if shard_filter:
-        first["ShardFilter"] = dict(shard_filter)
-    for _ in range(3):
-        shards: list[Shard] = []
-        kwargs = first
-        for _ in range(10_000):  # bounded paging
-            page = call(f"ListShards on {stream_name}", partial(kinesis.list_shards, **kwargs),
-                        {"ExpiredNextTokenException": None})
-            if page is None:
-                break
-            shards.extend(Shard.from_api(s) for s in page.get("Shards", ()))
-            token = page.get("NextToken")
-            if not token:
-                return shards
-            kwargs = {"NextToken": token, "MaxResults": LIST_SHARDS_PAGE}
-    raise DependencyError(f"ListShards on {stream_name}: the NextToken kept expiring")
-
-
-def _shard_filter(initial: InitialPosition) -> dict[str, Any]:
-    """ListShards' ShardFilter for the shards open at the initial position (empty table)."""
-    if initial.kind == LATEST:
-        return {"Type": "AT_LATEST"}
-    if initial.kind == AT_TIMESTAMP and initial.timestamp is not None:
-        return {"Type": "AT_TIMESTAMP", "Timestamp": datetime.fromtimestamp(initial.timestamp, tz=timezone.utc)}
-    return {"Type": "AT_TRIM_HORIZON"}
+    def list_shards(self, at: InitialPosition | None = None) -> list[Shard]:
+        return self.stream.list_shards(at)

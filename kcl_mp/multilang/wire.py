@@ -137,8 +137,11 @@ class Batch:
     millis_behind_latest: int | None
 
 
-def make_batch(users: list[tuple[str, str, str, int, int]], millis_behind_latest: int | None) -> Batch:
+def make_batch(users: list[tuple[str, str, str, int, int]], millis_behind_latest: int | None, *,
+               keyless: bool = False) -> Batch:
     """The processRecords message for de-aggregated user records (``deaggregate.user_records``).
+    ``keyless``: partitionKey and subSequenceNumber written as null, as the DynamoDB Streams
+    adapter 1.x's daemon wrote its records (``kclmp.dynamodbRecordFormat = ADAPTER_V1``).
 
     This is the data path (up to 10,000 records a call), so the work per record is one dict
     built by a comprehension; orjson writes the keys in insertion order, which is Java's.
@@ -147,11 +150,16 @@ def make_batch(users: list[tuple[str, str, str, int, int]], millis_behind_latest
     >>> make_batch([("YQ==", "p", "7", 1700000000123, 0)], 5).line
     b'{"action":"processRecords","records":[{"data":"YQ==","partitionKey":"p","sequenceNumber":"7","approximateArrivalTimestamp":1700000000123,"subSequenceNumber":0,"action":"record"}],"millisBehindLatest":5}\\n'
     """
-    records = [
-        {"data": d, "partitionKey": k, "sequenceNumber": s, "approximateArrivalTimestamp": t,
-         "subSequenceNumber": u, "action": "record"}
-        for d, k, s, t, u in users
-    ]
+    records: list[dict[str, Any]]
+    if keyless:
+        records = [{"data": d, "partitionKey": None, "sequenceNumber": s, "approximateArrivalTimestamp": t,
+                    "subSequenceNumber": None, "action": "record"} for d, _, s, t, _ in users]
+    else:
+        records = [
+            {"data": d, "partitionKey": k, "sequenceNumber": s, "approximateArrivalTimestamp": t,
+             "subSequenceNumber": u, "action": "record"}
+            for d, k, s, t, u in users
+        ]
     line = encode({"action": PROCESS_RECORDS, "records": records, "millisBehindLatest": millis_behind_latest})
     last = ExtendedSequenceNumber(users[-1][2], users[-1][4] or 0) if users else None
     return Batch(line, len(users), last, millis_behind_latest)

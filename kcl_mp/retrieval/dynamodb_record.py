@@ -135,8 +135,10 @@ def adapter_record(record: Mapping[str, Any], presized: bool = True) -> dict[str
             body["StreamViewType"] = stream["StreamViewType"]
         out["dynamodb"] = body
     identity = record.get("userIdentity")
-    if identity is not None:
-        out["userIdentity"] = {k: identity[k] for k in ("principalId", "type") if identity.get(k) is not None}
+    if identity is not None:  # the API says PrincipalId and Type, the adapter writes them as Lambda does
+        found = {"principalId": identity.get("PrincipalId", identity.get("principalId")),
+                 "type": identity.get("Type", identity.get("type"))}
+        out["userIdentity"] = {k: v for k, v in found.items() if v is not None}
     return out
 
 

@@ -30,6 +30,8 @@ from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
 from kcl_mp.config import Config
 from kcl_mp.errors import ConfigError, DependencyError
 from kcl_mp.logs import ShardLog
+from kcl_mp.retrieval import kinesis_shards
+from kcl_mp.retrieval.kinesis_stream import KinesisStream
 from kcl_mp.retrieval.polling import Fetcher, Positioned, ShardEnded
 
 CONSUMER_WAIT_S = 120.0  # a consumer is ACTIVE within seconds; AWS allows itself a few
@@ -83,8 +85,10 @@ def _describe(kinesis: Any, kwargs: dict[str, str]) -> dict[str, Any]:
 class FanOutFetcher(Fetcher):
     """SubscribeToShard in place of GetRecords; everything else is the polling fetcher's."""
 
-    def __init__(self, *args: Any, consumer_arn: str, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(self, kinesis: Any, stream_name: str, *args: Any, consumer_arn: str, **kwargs: Any):
+        self.kinesis_stream = KinesisStream(kinesis, stream_name)
+        super().__init__(self.kinesis_stream, *args, **kwargs)
+        self.kinesis = kinesis
         self.consumer_arn = consumer_arn
         self.subscriptions = 0
         self._stream: Any = None  # the open event stream, closed by stop() to end a blocked read
@@ -112,7 +116,7 @@ class FanOutFetcher(Fetcher):
                 if not isinstance(exc, AWS_ERRORS):
                     raise
                 error = translate(exc, f"SubscribeToShard on {self.shard_id}")
-                self._check_gone(exc)
+                kinesis_shards.check_gone(self.kinesis, self.kinesis_stream.stream_name, self.shard_id, exc)
                 if not error.retriable:
                     raise error from exc
                 delay = self.backoff.next_delay(attempt, self.rng)
@@ -127,12 +131,12 @@ class FanOutFetcher(Fetcher):
     def _subscription(self) -> bool:
         """One subscription, to its end: True when done (shard end, or stopping), False when
         it simply ended."""
-        kind, sequence, stamp = self._position()
-        position: dict[str, Any] = {"Type": kind}
-        if sequence is not None:
-            position["SequenceNumber"] = sequence
-        if stamp is not None:
-            position["Timestamp"] = stamp
+        at = self._position()
+        position: dict[str, Any] = {"Type": at.kind}
+        if at.sequence_number is not None:
+            position["SequenceNumber"] = at.sequence_number
+        if at.timestamp is not None:
+            position["Timestamp"] = at.timestamp
         response = self.kinesis.subscribe_to_shard(ConsumerARN=self.consumer_arn, ShardId=self.shard_id,
                                                    StartingPosition=position)
         self.subscriptions += 1

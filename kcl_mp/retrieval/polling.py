@@ -1,4 +1,5 @@
-"""GetRecords polling for one shard, on a thread, with a bounded prefetch.
+"""GetRecords polling for one shard of any stream (``stream.Stream``), on a thread, with a
+bounded prefetch.
 
 The fetcher runs ahead of the processor within Java's prefetch bounds (``prefetch``: 3
 batches, 8 MiB of processRecords lines, 30,000 user records, and its pool process's budget),
@@ -9,20 +10,17 @@ aggregates (170,000 user records in 1 MB) is several processRecords calls, in or
 with its records' sub-sequence numbers, and the processor may checkpoint between them. It
 owns the shard iterator and
 recovers by itself from expired iterators (re-positioned after the last record read),
-throttling and transient errors (backoff). What it hands over, in order:
+throttling and transient errors (backoff), and a position the stream has trimmed (DynamoDB
+Streams: TRIM_HORIZON, logged and counted, or retried: ``Stream.skip_trimmed``). What it
+hands over, in order:
 
     Positioned()                           the first iterator was obtained: the shard
                                            exists, its processor may start
     Fetched(batch, millis_behind_latest)   records to deliver (maybe empty, see config)
     ShardEnded(children)                   the shard is closed and fully read; its
-                                           ChildShards, as the last GetRecords gave them
-    ShardEnded((), gone=True)              GetShardIterator said ResourceNotFound and
-                                           ListShards does not list the shard: it aged out
-                                           of the stream (or never was in it). Java takes the
-                                           error alone as the shard's end
-                                           (KinesisDataFetcher.advanceIteratorTo); kcl-mp
-                                           first confirms it, so a throttled or half-created
-                                           stream never ends a live shard
+                                           children, as the stream found them at the end
+    ShardEnded((), gone=True)              the stream says the shard is not in it (``ShardGone``):
+                                           it aged out of the stream (or never was in it)
     FetchFailed(error)                     a non-retriable error; the fetcher has stopped
 
 Starting position (the lease's checkpoint): TRIM_HORIZON, LATEST, AT_TIMESTAMP map to
@@ -37,18 +35,17 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
 from kcl_mp.backoff import Backoff
 from kcl_mp.config import InitialPosition, RetrievalSettings
 from kcl_mp.errors import DependencyError, KclMpError
-from kcl_mp.leases.shard_syncer import list_shards
 from kcl_mp.retrieval.deaggregate import UserRecord, data_bytes, page_slices
 from kcl_mp.retrieval.prefetch import PoolBudget, PrefetchQueue
+from kcl_mp.retrieval.stream import DataTrimmed, IteratorExpired, Position, ShardGone, Stream
 from kcl_mp.sequence import AT_TIMESTAMP, LATEST, SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 
 
@@ -74,8 +71,8 @@ class Positioned:
 
 @dataclass(frozen=True)
 class ShardEnded:
-    children: tuple[dict, ...] = ()  # the ChildShards of the last GetRecords (empty if not given)
-    gone: bool = False  # not in the stream any more (ResourceNotFound, confirmed by ListShards)
+    children: tuple[dict, ...] = ()  # ChildShards entries, as the stream found them (empty if none)
+    gone: bool = False  # not in the stream any more (ResourceNotFound; Kinesis: confirmed by ListShards)
 
 
 @dataclass(frozen=True)
@@ -85,21 +82,13 @@ class FetchFailed:
 
 FetchResult = Positioned | Fetched | ShardEnded | FetchFailed
 Encoder = Callable[[list[UserRecord], "int | None"], Encoded]
-
-_EXPIRED = frozenset({"ExpiredIteratorException"})
-_NOT_FOUND = "ResourceNotFoundException"
-
-
-class _Gone(Exception):
-    """The shard is not in the stream (confirmed): the fetcher hands over its end."""
 FETCH_BACKOFF = Backoff(base_s=0.2, cap_s=10.0)  # frozen: one shared default
 
 
 class Fetcher:
     def __init__(
         self,
-        kinesis: Any,
-        stream_name: str,
+        stream: Stream,
         shard_id: str,
         start: ExtendedSequenceNumber,
         initial: InitialPosition,
@@ -111,8 +100,7 @@ class Fetcher:
         backoff: Backoff = FETCH_BACKOFF,
         rng: random.Random | None = None,
     ):
-        self.kinesis = kinesis
-        self.stream_name = stream_name
+        self.stream = stream
         self.shard_id = shard_id
         self.start_position = start
         self.initial = initial
@@ -124,10 +112,15 @@ class Fetcher:
         self.results: PrefetchQueue[FetchResult] = PrefetchQueue(settings, pool)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"fetch-{shard_id}", daemon=True)
-        self._last_read: str | None = None  # sequence number of the last Kinesis record read
+        self._last_read: str | None = None  # sequence number of the last record read
         # the first records read start at the checkpoint: those at or below it are dropped
         self._after: ExtendedSequenceNumber | None = None if start.is_sentinel else start
         self.get_records_calls = 0
+        self.iterators_expired = 0
+        self.reads_retried = 0  # throttled or failed reads, retried after a backoff
+        self.trimmed_skips = 0  # positions the stream had trimmed, skipped to TRIM_HORIZON
+        self.trim_retries = 0  # with kclmp.skipRecordsBehavior = KCL_RETRY
+        self._skipped_after: str | None = None  # where the last skip left off, until records come again
 
     # -- the consumer's side -----------------------------------------------------------
 
@@ -148,7 +141,8 @@ class Fetcher:
     def _run(self) -> None:
         try:
             self._poll()
-        except _Gone:
+        except ShardGone as gone:
+            self.log.warning("%s: its end", gone)
             self._put(ShardEnded(gone=True))
         except KclMpError as exc:
             self._put(FetchFailed(exc))
@@ -166,11 +160,15 @@ class Fetcher:
         """Sleep unless stopped; False when stopping."""
         return not self._stop.wait(max(0.0, seconds))
 
-    def _hand_over(self, records: list[dict[str, Any]], behind: int | None) -> bool:
+    def _hand_over(self, records: Sequence[dict[str, Any]], behind: int | None) -> bool:
         """Queue one page of records for the processor, a batch at a time (each waits while
         the queue is full: the backpressure); False when stopping."""
         after, settings = self._after, self.settings
         if records:
+            if self._skipped_after is not None:
+                self.log.warning("shard %s: records after %s up to %s were trimmed before they were read: lost",
+                                 self.shard_id, self._skipped_after, records[0]["SequenceNumber"])
+                self._skipped_after = None
             self._last_read = records[-1]["SequenceNumber"]
             self._after = None
         handed = False
@@ -181,15 +179,6 @@ class Fetcher:
         if not handed and settings.call_process_records_even_for_empty_record_list:
             return self._put(Fetched(self.encode([], behind), 0, behind))
         return True
-
-    def _check_gone(self, exc: BaseException) -> None:
-        """Raise ``_Gone`` when ``exc`` is ResourceNotFound and ListShards confirms that the
-        shard is not in the stream; a listing that fails raises its own error."""
-        if error_code(exc) == _NOT_FOUND and self.shard_id not in {
-                shard.shard_id for shard in list_shards(self.kinesis, self.stream_name)}:
-            self.log.warning("shard %s is not in stream %s (%s, and ListShards does not list it): its end",
-                             self.shard_id, self.stream_name, _NOT_FOUND)
-            raise _Gone() from exc
 
     def _poll(self) -> None:
         iterator = self._iterator()
@@ -204,74 +193,93 @@ class Fetcher:
                 return
             call_started = time.monotonic()
             try:
-                response = self.kinesis.get_records(ShardIterator=iterator, Limit=self.settings.max_records)
+                page = self.stream.get_records(self.shard_id, iterator, self.settings.max_records)
                 self.get_records_calls += 1
-            except AWS_ERRORS as exc:
-                error = translate(exc, f"GetRecords on {self.shard_id}")
-                if error_code(exc) in _EXPIRED:
-                    self.log.info("shard iterator expired; re-positioning after %s",
-                                  self._last_read or "the checkpoint")
-                    iterator = self._iterator()
-                    continue
+            except IteratorExpired:
+                self.iterators_expired += 1
+                self.log.info("shard iterator expired; re-positioning after %s", self._last_read or "the checkpoint")
+                iterator = self._iterator()
+                continue
+            except DataTrimmed as trimmed:
+                self._after_trim(trimmed)
+                iterator = self._iterator()
+                continue
+            except DependencyError as error:
                 if not error.retriable:
-                    raise error from exc
+                    raise
                 delay = self.backoff.next_delay(attempt, self.rng)
                 attempt += 1
+                self.reads_retried += 1
                 self.log.warning("%s; retrying in %.2f s (attempt %d)", error, delay, attempt)
                 next_call = time.monotonic() + delay
                 continue
             attempt = 0
-            behind = response.get("MillisBehindLatest")
-            if not self._hand_over(response.get("Records") or [], behind):
+            behind = page.millis_behind_latest
+            if not self._hand_over(page.records, behind):
                 return
-            iterator = response.get("NextShardIterator")
-            if iterator is None:
-                self._put(ShardEnded(tuple(response.get("ChildShards") or ())))  # raw JSON may say null
+            if page.next_iterator is None:
+                self._put(ShardEnded(page.children))
                 return
-            wait = idle_s
+            iterator = page.next_iterator
+            wait = idle_s if page.records else idle_s * self.stream.empty_read_wait
             if threshold and behind is not None and behind < threshold:
                 wait += idle_s  # near the tip: read less often (millisBehindLatestThresholdForReducedTps)
             next_call = call_started + wait
 
-    def _position(self) -> tuple[str, str | None, datetime | None]:
-        """Where to read from: (type, sequence number, timestamp), after the last record
-        read if any, else at the lease's checkpoint (GetShardIterator's and SubscribeToShard's
-        position types have the same names)."""
+    def _after_trim(self, trimmed: DataTrimmed) -> None:
+        """A position the stream no longer keeps: move to TRIM_HORIZON (the records between are
+        lost: logged and counted), or, where the user's key says so, wait to try the same
+        position again (until it reads, or the lease moves)."""
+        at = self._last_read or str(self.start_position)
+        if not self.stream.skip_trimmed:
+            delay = self.backoff.next_delay(self.trim_retries, self.rng)
+            self.trim_retries += 1
+            self.log.warning("shard %s: the position after %s is trimmed (%s); retrying in %.2f s (attempt %d, "
+                             "kclmp.skipRecordsBehavior = KCL_RETRY)", self.shard_id, at, trimmed, delay,
+                             self.trim_retries)
+            if not self._sleep(delay):
+                raise DependencyError("stopped while retrying a trimmed position") from trimmed
+            return
+        self.trimmed_skips += 1
+        self.log.warning("shard %s: the position after %s is trimmed (%s); skipping to TRIM_HORIZON (skip %d on "
+                         "this shard)", self.shard_id, at, trimmed, self.trimmed_skips)
+        self._skipped_after = at
+        self._last_read, self._after = None, None
+        self.start_position = ExtendedSequenceNumber(TRIM_HORIZON)
+
+    def _position(self) -> Position:
+        """Where to read from: after the last record read if any, else at the lease's
+        checkpoint (GetShardIterator's and SubscribeToShard's position types have the same names)."""
         if self._last_read is not None:
-            return "AFTER_SEQUENCE_NUMBER", self._last_read, None
+            return Position("AFTER_SEQUENCE_NUMBER", self._last_read)
         position = self.start_position.sequence_number
         if position in (TRIM_HORIZON, LATEST):
-            return position, None, None
+            return Position(position)
         if position == AT_TIMESTAMP:
             if self.initial.timestamp is None:
                 raise DependencyError(
                     f"lease {self.shard_id} is at AT_TIMESTAMP but no initialPositionInStreamExtended is configured",
                     retriable=False,
                 )
-            return "AT_TIMESTAMP", None, datetime.fromtimestamp(self.initial.timestamp, tz=timezone.utc)
+            return Position("AT_TIMESTAMP", timestamp=datetime.fromtimestamp(self.initial.timestamp, tz=timezone.utc))
         if position == SHARD_END:
             raise DependencyError(f"lease {self.shard_id} is already at SHARD_END", retriable=False)
-        return "AT_SEQUENCE_NUMBER", position, None
+        return Position("AT_SEQUENCE_NUMBER", position)
 
     def _iterator(self) -> str:
-        kind, sequence, stamp = self._position()
-        kwargs: dict[str, Any] = {"StreamName": self.stream_name, "ShardId": self.shard_id, "ShardIteratorType": kind}
-        if sequence is not None:
-            kwargs["StartingSequenceNumber"] = sequence
-        if stamp is not None:
-            kwargs["Timestamp"] = stamp
         attempt = 0
         for _ in range(1000):  # bounded: about an hour at the backoff cap
             try:
-                return self.kinesis.get_shard_iterator(**kwargs)["ShardIterator"]
-            except AWS_ERRORS as exc:
-                error = translate(exc, f"GetShardIterator on {self.shard_id}")
-                self._check_gone(exc)
+                return self.stream.shard_iterator(self.shard_id, self._position())
+            except DataTrimmed as trimmed:
+                self._after_trim(trimmed)
+                continue
+            except DependencyError as error:
                 if not error.retriable:
-                    raise error from exc
+                    raise
                 delay = self.backoff.next_delay(attempt, self.rng)
                 attempt += 1
                 self.log.warning("%s; retrying in %.2f s", error, delay)
                 if not self._sleep(delay):
-                    raise DependencyError("stopped while getting a shard iterator") from exc
+                    raise DependencyError("stopped while getting a shard iterator") from error
         raise DependencyError(f"GetShardIterator on {self.shard_id} kept failing", retriable=True)

@@ -80,6 +80,7 @@ from kcl_mp.metrics import link
 from kcl_mp.metrics import process as metrics_process
 from kcl_mp.metrics.catalogue import Recorder, encode_samples
 from kcl_mp.retrieval import fanout
+from kcl_mp.retrieval.streams import stream_client
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.supervisor import restart_policy
 from kcl_mp.supervisor.coordinator import LeaseCoordinator, Renewal
@@ -109,7 +110,7 @@ class Supervisor:
         self.log = ShardLog(logging.getLogger("kcl_mp.supervisor"), self.config.worker_id)
         self.table = LeaseTable(aws_client("dynamodb", self.config.dynamodb), self.config.lease.table_name)
         self.metrics = Recorder(enabled=self.config.metrics.enabled)
-        self.leases = LeaseCoordinator(self.config, self.table, aws_client("kinesis", self.config.kinesis),
+        self.leases = LeaseCoordinator(self.config, self.table, stream_client(self.config),
                                        self.log, self.clock, self.rng, metrics=self.metrics,
                                        renewals=renewal_table(self.config))
         self.metrics_link: metrics_process.Link | None = None

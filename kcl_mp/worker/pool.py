@@ -34,6 +34,7 @@ from kcl_mp.config import Config
 from kcl_mp.errors import EXIT_DEPENDENCY, EXIT_OK
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.retrieval.prefetch import PoolBudget
+from kcl_mp.retrieval.streams import stream_client
 from kcl_mp.worker import channel
 from kcl_mp.worker.shard_worker import LEASE_LOST, SHUTDOWN, TERMINATE, ShardWorker, Shared, Terminated
 from kcl_mp.worker.usage import Tracker, Usage, signal_group
@@ -87,7 +88,7 @@ class Pool:
         self.shared = Shared(config,
                              LeaseTable(aws_client("dynamodb", config.dynamodb, limits=LIMITS),
                                         config.lease.table_name),
-                             aws_client("kinesis", config.kinesis, raw_records=True, limits=LIMITS),
+                             stream_client(config, raw_records=True, limits=LIMITS),
                              Tracker(SAMPLE_EVERY_S, self._report_usage), PoolBudget())
         self.shards: dict[str, _Shard] = {}
         self.lock = threading.Lock()  # the shards' dict

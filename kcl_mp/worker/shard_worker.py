@@ -34,7 +34,6 @@ import queue
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from kcl_mp import logs
@@ -53,10 +52,10 @@ from kcl_mp.leases.fencing import Hold, checkpoint_wait_s
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.metrics.catalogue import Recorder, encode_samples
 from kcl_mp.multilang.child import ProcessorChild
-from kcl_mp.multilang.wire import Batch, make_batch
-from kcl_mp.retrieval.fanout import FanOutFetcher
+from kcl_mp.multilang.wire import Batch
 from kcl_mp.retrieval.polling import Fetched, Fetcher, FetchFailed, FetchResult, ShardEnded
 from kcl_mp.retrieval.prefetch import PoolBudget
+from kcl_mp.retrieval.streams import open_fetcher
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 from kcl_mp.worker import channel
 from kcl_mp.worker.usage import MB, Tracker, Watch
@@ -74,7 +73,7 @@ class Shared:
 
     config: Config
     table: LeaseTable
-    kinesis: Any  # GetRecords/SubscribeToShard client (blobs kept as the wire's base64)
+    kinesis: Any  # the stream's GetRecords/SubscribeToShard client (blobs kept as the wire's base64)
     tracker: Tracker
     prefetch: PoolBudget  # what every shard's fetcher reads ahead, together (kclmp.workerProcessMaxByteSize)
 
@@ -145,19 +144,8 @@ class ShardWorker:
             stderr_level=logging.getLevelName(config.processor.stderr_level),
             env=processor_env(config),
         )
-        consumer_arn = self.start.consumer_arn
-        fetcher_class = partial(FanOutFetcher, consumer_arn=consumer_arn) if consumer_arn else Fetcher
-        fetcher = fetcher_class(
-            self.shared.kinesis,
-            config.stream_name,
-            shard_id,
-            self.start.checkpoint,
-            config.initial_position,
-            config.retrieval,
-            make_batch,
-            self.log,
-            pool=self.shared.prefetch,
-        )
+        fetcher = open_fetcher(config, self.shared.kinesis, shard_id, self.start.checkpoint, self.log,
+                               self.shared.prefetch, self.start.consumer_arn)
         grace_s = config.processor.shutdown_grace_ms / 1000.0
         limit_mb = config.processor.memory_limit_mb
         watch: Watch | None = None

@@ -13,10 +13,10 @@ import pytest
 
 from kcl_mp.config import load_config
 from kcl_mp.embedded import wait_active
-from kcl_mp.leases import shard_syncer as shard_sync_io
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
+from kcl_mp.retrieval import kinesis_shards
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.supervisor.coordinator import LeaseCoordinator
 
@@ -50,7 +50,7 @@ def test_paging_the_empty_table_filter_and_an_interrupted_shard_end(
     kinesis.create_stream(StreamName=stream, ShardCount=5)
     wait_active(kinesis, stream)
     parent, children = _split_first(kinesis, stream)
-    monkeypatch.setattr(shard_sync_io, "LIST_SHARDS_PAGE", 2)  # 7 shards: four pages
+    monkeypatch.setattr(kinesis_shards, "LIST_SHARDS_PAGE", 2)  # 7 shards: four pages
     coordinator = _coordinator(tmp_path, kinesis, kinesis_mock_url, moto_url, dynamodb, stream, app,
                                initialPositionInStream="LATEST")
     assert len(coordinator.sync.list_shards()) == 7

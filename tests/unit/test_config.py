@@ -23,6 +23,7 @@ from kcl_mp.config import (
     load_config,
 )
 from kcl_mp.config import keys as config_keys
+from kcl_mp.config.settings import DynamoDBStreamsSettings, StreamKind
 from kcl_mp.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +66,8 @@ def test_minimal_file_gives_the_documented_defaults(tmp_path) -> None:
 
 def test_key_table_defaults_match_the_dataclasses() -> None:
     sections = {"retrieval": RetrievalSettings, "lease": LeaseSettings, "processor": ProcessorSettings,
-                "metrics": MetricsSettings, "top": Config, "kcl3": Kcl3Settings}
+                "metrics": MetricsSettings, "top": Config, "kcl3": Kcl3Settings,
+                "dynamodb_streams": DynamoDBStreamsSettings}
     for key in config_keys.KEYS:
         assert key.doc, key.name
         if key.field:
@@ -478,3 +480,48 @@ def test_cli_missing_file_exits_1_with_a_clear_error(tmp_path) -> None:
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 1
     assert f"{missing}: properties file not found" in done.stderr
+
+
+# --- DynamoDB Streams ----------------------------------------------------------------------
+
+DDB_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/Orders/stream/2026-01-02T03:04:05.678"
+
+
+def test_a_dynamodb_stream_arn_selects_dynamodb_streams_with_the_adapters_reading_defaults(tmp_path) -> None:
+    config = load(tmp_path, drop=("maxRecords", "streamName"), streamArn=DDB_ARN)
+    assert config.stream_kind is StreamKind.DYNAMODB and config.stream_name == "Orders"
+    assert config.retrieval.mode == "POLLING"  # DEFAULT: GetRecords is the only way
+    assert config.retrieval.max_records == 1000 and config.retrieval.idle_time_between_reads_ms == 1000
+    assert config.dynamodb_streams == DynamoDBStreamsSettings("SKIP_RECORDS_TO_TRIM_HORIZON", "ADAPTER_V2")
+    kinesis = load(tmp_path, streamArn="arn:aws:kinesis:us-east-1:123456789012:stream/s")
+    assert kinesis.stream_kind is StreamKind.KINESIS
+
+
+def test_dynamodb_streams_keys_and_the_getrecords_cap(tmp_path, caplog) -> None:
+    config = load(tmp_path, drop=("streamName",), streamArn=DDB_ARN, maxRecords="5000",
+                  **{"kclmp.skipRecordsBehavior": "kcl_retry", "kclmp.dynamodbRecordFormat": "ADAPTER_V1"})
+    assert config.retrieval.max_records == 1000
+    assert any("maxRecords = 5000: DynamoDB Streams' GetRecords takes at most 1000" in w for w in config.warnings)
+    assert config.dynamodb_streams == DynamoDBStreamsSettings("KCL_RETRY", "ADAPTER_V1")
+
+
+@pytest.mark.parametrize(("keys", "message"), [
+    ({"streamArn": "arn:aws:dynamodb:us-east-1:123456789012:table/Orders"},
+     "streamArn = 'arn:aws:dynamodb:us-east-1:123456789012:table/Orders': a DynamoDB table's ARN, not its stream's"),
+    ({"streamArn": "arn:aws:sqs:us-east-1:123456789012:queue"},
+     "expected arn:aws:kinesis:<region>:<12-digit account>:stream/<name> or arn:aws:dynamodb:"),
+    ({"streamArn": DDB_ARN, "initialPositionInStream": "AT_TIMESTAMP", "initialPositionInStreamExtended": "1700000000"},
+     "initialPositionInStreamExtended: DynamoDB Streams have no AT_TIMESTAMP position (streamArn names the stream "
+     "of table Orders); use LATEST or TRIM_HORIZON"),
+    ({"streamArn": DDB_ARN, "retrievalMode": "FANOUT"},
+     "retrievalMode = 'FANOUT': DynamoDB Streams have no enhanced fan-out"),
+], ids=["table-arn", "other-kind", "at-timestamp", "fanout"])
+def test_what_dynamodb_streams_cannot_do_is_a_configuration_error_naming_the_key(tmp_path, keys, message) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load(tmp_path, drop=("streamName",), **keys)
+
+
+def test_a_1x_streams_daemon_file_names_the_dynamodb_stream_by_its_arn_in_stream_name(tmp_path) -> None:
+    config = load(tmp_path, drop=("maxRecords",), streamName=DDB_ARN)
+    assert config.stream_kind is StreamKind.DYNAMODB and config.stream_arn == DDB_ARN
+    assert config.stream_name == "Orders" and config.warnings == ()

@@ -134,15 +134,16 @@ def test_the_kubernetes_manifests_load_with_the_probes_and_grace_the_docs_state(
 
 # -- IAM --------------------------------------------------------------------------------
 
-SERVICES = ("kinesis", "dynamodb", "cloudwatch", "sts")
-CLIENTS = {"kinesis", "client", "cloudwatch", "sts", "dynamodb"}  # names the code gives its boto3 clients
+SERVICES = ("kinesis", "dynamodb", "cloudwatch", "sts", "dynamodbstreams")
+CLIENTS = {"kinesis", "client", "cloudwatch", "sts", "dynamodb", "dynamodbstreams"}  # names the code gives its boto3 clients
 TOOLING = {"embedded", "devtools.producer"}  # the demo's and the tests' stream setup and producer, not a host's
 PREFLIGHT = "cli.check_config"  # checks the calls the features make, so it needs no policy of its own
 # module -> the policies whose feature runs it
 FEATURES = {
-    "leases.table": ("polling", "fanout"),
-    "leases.shard_syncer": ("polling", "fanout"),
-    "retrieval.polling": ("polling",),
+    "leases.table": ("polling", "fanout", "dynamodb-streams"),
+    "retrieval.kinesis_shards": ("polling", "fanout"),
+    "retrieval.kinesis_stream": ("polling",),
+    "retrieval.dynamodb_stream": ("dynamodb-streams",),
     "retrieval.fanout": ("fanout",),
     "metrics.process": ("cloudwatch",),
     "aws.clients": ("assume-role",),
@@ -152,13 +153,14 @@ FEATURES = {
     "fleet.fleet_metrics": ("kcl3",),
     "leases.owner_index": ("kcl3",),
     "fleet.table_migrator": ("kcl3",),
-    "aws.dynamodb": ("polling", "fanout", "kcl3"),  # what the tables share: status, creation, scans
+    "aws.dynamodb": ("polling", "fanout", "kcl3", "dynamodb-streams"),  # what the tables share: status, creation, scans
 }
 
 
 # An API call whose IAM permission has another name: a transaction's items need PutItem, DeleteItem
 # and UpdateItem as such, and ConditionCheckItem for a ConditionCheck (there is no TransactWriteItems action).
 IAM_ACTION = {"dynamodb:TransactWriteItems": "dynamodb:ConditionCheckItem"}
+IAM_PREFIX = {"dynamodbstreams:": "dynamodb:"}  # DynamoDB Streams' actions are DynamoDB's in IAM
 
 
 def api_calls() -> dict[str, set[str]]:
@@ -186,7 +188,10 @@ def api_calls() -> dict[str, set[str]]:
                 continue
             actions = [a for a in operations[operation] if name not in SERVICES or a.startswith(name + ":")]
             assert len(actions) == 1, f"{path.name}:{node.lineno}: which service is {name}.{node.attr}? {actions}"
-            found.setdefault(module, set()).add(IAM_ACTION.get(actions[0], actions[0]))
+            action = IAM_ACTION.get(actions[0], actions[0])
+            for sdk, iam in IAM_PREFIX.items():
+                action = action.replace(sdk, iam, 1) if action.startswith(sdk) else action
+            found.setdefault(module, set()).add(action)
     return found
 
 
@@ -203,7 +208,8 @@ def policy_actions(name: str) -> set[str]:
 def test_the_code_calls_aws_only_from_the_modules_the_policies_cover():
     calls = api_calls()
     assert set(calls) - TOOLING - {PREFLIGHT} == set(FEATURES), "a module calls AWS: give it a feature (and a policy) here"
-    assert "kinesis:GetRecords" in calls["retrieval.polling"]
+    assert "kinesis:GetRecords" in calls["retrieval.kinesis_stream"]
+    assert "dynamodb:GetRecords" in calls["retrieval.dynamodb_stream"]
     assert "kinesis:SubscribeToShard" in calls["retrieval.fanout"]
 
 
