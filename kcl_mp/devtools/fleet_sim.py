@@ -323,7 +323,7 @@ class LeaderFleet(_Sim):
         for move in plan.handoffs:
             self.left.setdefault(move.key, set()).add(move.owner or "")
         self.written = {k: c for k, c in self.written.items() if k in unstarted}
-        self.written.update(assignment.written_counters(plan, snapshot))
+        self.written.update(assignment.written_counters(plan.moves, snapshot))
         self.rounds.append((self.now, len(plan.moves)))
         for i, move in enumerate(plan.moves):
             self._push(self.now + self.scan_latency_s + i * self.write_s, "write", worker.name, move)
