@@ -147,10 +147,15 @@ class LeaseCoordinator:
 
     # -- start-up ---------------------------------------------------------------------
 
-    def adopt_own_leases(self, leases: list[Lease], why: str = "from an earlier run of this worker id") -> None:
+    def adopt_own_leases(self, leases: list[Lease], why: str = "from an earlier run of this worker id",
+                         taken_at: Mapping[str, float] | None = None) -> None:
         """Pick up where an earlier run of this worker id left off (as Java does), or what a
-        3.x leader assigned to this worker."""
+        3.x leader assigned to this worker. ``taken_at``: the leases this host's own leader
+        round just took for it, each with when the take was sent: that write set the owner
+        and moved the counter, as a renewal does, so they are held as written (Java's
+        DynamoDBLeaseDiscoverer hands an assigned lease to the renewer without a write)."""
         now = self.clock()
+        taken_at = taken_at or {}
         for lease in leases:
             if lease.is_shard_end:
                 continue
@@ -160,9 +165,9 @@ class LeaseCoordinator:
             elif lease.owner == self.me and lease.checkpoint_owner:
                 self.incoming[lease.key] = Incoming(lease, now, now)
             elif lease.owner == self.me:
-                renewed = self.table.renew(lease, self.me)
+                renewed = lease if lease.key in taken_at else self.table.renew(lease, self.me)
                 if renewed is not None:
-                    self.held[lease.key] = Held(renewed, now)
+                    self.held[lease.key] = Held(renewed, taken_at.get(lease.key, now))
                     self.log.info("kept lease %s %s", lease.key, why)
 
     # -- renewing ---------------------------------------------------------------------
@@ -283,11 +288,15 @@ class LeaseCoordinator:
             self.drop(key, f"the lease table shows {holder or 'nobody'} holding it")
         if not self.fleet.role.takes:
             before = set(self.held)
-            leases.update(self.fleet.lead(leases))
+            sent_at = self.clock()  # no later than any write of the round
+            written = self.fleet.lead(leases)
+            leases.update(written)
             if self.fleet.rescues():
                 self._rescue(leases)
+            taken = {key: sent_at for key, lease in written.items()
+                     if lease.owner == self.me and not lease.checkpoint_owner}
             self.adopt_own_leases(self.fleet.discover(leases.values(), [*self.held, *self.incoming]),
-                                  "assigned by the leader")
+                                  "assigned by the leader", taken)
             return tuple(key for key in self.held if key not in before)
         self.fleet.monitor_flip(leases)
         now = self.clock()
