@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from kcl_mp.config import LEASE_EPSILON_MS, LeaseSettings
+from kcl_mp.devtools import java_rule
 from kcl_mp.fleet import assignment
 from kcl_mp.leases import balance
 from kcl_mp.leases.lease import Lease
@@ -146,8 +147,8 @@ class Fleet(_Sim):
             plan = balance.plan_leases(worker.name, snapshot, worker.observations, self.now, self.settings,
                                        worker.rng, may_steal=may_steal)
         else:  # Java scans only every take interval, so it may always steal
-            plan = balance.plan_leases_java(worker.name, snapshot, worker.observations, self.now, self.settings,
-                                            worker.rng)
+            plan = java_rule.plan_leases_java(worker.name, snapshot, worker.observations, self.now, self.settings,
+                                              worker.rng)
         if may_steal and not plan.deferred:  # as the coordinator: deferred steals try again next scan
             worker.last_steal_at = self.now
         for i, key in enumerate(plan.take + plan.steal):

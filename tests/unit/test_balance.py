@@ -15,6 +15,7 @@ from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 
 from kcl_mp.config import LeaseSettings
+from kcl_mp.devtools import java_rule
 from kcl_mp.devtools.fleet_sim import Fleet
 from kcl_mp.leases import balance
 from kcl_mp.leases.lease import Lease
@@ -28,7 +29,7 @@ def _rescue(worker, leases, observations, now, settings, rng):
     return balance.plan_rescue(worker, leases, observations, now, settings, RESCUE_AFTER_S, rng)
 
 
-RULES = {"kcl-mp": balance.plan_leases, "java": balance.plan_leases_java, "rescue": _rescue}
+RULES = {"kcl-mp": balance.plan_leases, "java": java_rule.plan_leases_java, "rescue": _rescue}
 _LEASE = re.compile(r"(?P<key>[^=#~@<]+)(?:=(?P<owner>[^#~@<]+))?(?:#(?P<counter>\d+))?"
                     r"(?:~(?P<checkpoint_owner>[^@<]+))?(?:@(?P<checkpoint>[^<]+))?(?:<(?P<parents>.+))?")
 _OBSERVATION = re.compile(r"(?P<key>\S+)=(?P<owner>[^#]+)#(?P<counter>\d+) changed (?P<changed_at>\S+)"
