@@ -55,12 +55,13 @@ from kcl_mp.multilang.child_stderr import BYTES_PER_WINDOW, LINES_PER_WINDOW, Dr
 from kcl_mp.multilang.child_stdout import EOF, ChildStdout
 from kcl_mp.multilang.command import resolve_command
 from kcl_mp.multilang.protocol import Conversation, Done, Reply, Store
-from kcl_mp.multilang.wire import LEASE_MOVED, Batch, LineSplitter, Message, StdoutNote, checkpoint_error
+from kcl_mp.multilang.wire import Batch, LineSplitter, Message, StdoutNote, checkpoint_error
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.worker.usage import signal_group, start_time
 
-# None when stored, else why not: the lease table's outcome, or a Java error name sent as is
-# (the conformance kit's scripted errors; the shard worker's fencing, until it returns outcomes).
+# None when stored, else why not: the lease table's outcome (the shard driver's checkpointer,
+# kcl_mp/worker/shard_worker.py), or a Java error name sent as is (the conformance kit's
+# scripted errors). The outcome stays an enum until ``_store`` names it on the wire.
 Checkpointer = Callable[[ExtendedSequenceNumber], "CheckpointOutcome | str | None"]
 
 POLL_S = 0.25  # how often a wait looks at the child's exit status
@@ -256,10 +257,10 @@ class ProcessorChild:
         except Exception as exc:  # the child must still get an answer
             self.log.exception("checkpointing %s at %s failed", self.shard_id, position)
             return checkpoint_error(exc)
-        error = outcome if isinstance(outcome, str) else checkpoint_error(outcome)
-        if error is None:
+        error = outcome if isinstance(outcome, str) else checkpoint_error(outcome)  # the name on the wire
+        if outcome is None:
             self.log.debug("checkpointed %s at %s", self.shard_id, position)
-        elif error == LEASE_MOVED:
+        elif outcome is CheckpointOutcome.LEASE_MOVED:
             self.lease_moved = True
             self.log.warning("checkpoint of %s at %s refused: the lease now belongs to another worker",
                              self.shard_id, position)
