@@ -85,6 +85,7 @@ from kcl_mp.supervisor import restart_policy
 from kcl_mp.supervisor.coordinator import LeaseCoordinator, Renewal
 from kcl_mp.supervisor.progress import render, shard_state
 from kcl_mp.supervisor.restart_policy import Action
+from kcl_mp.supervisor.shard_life import CHECKPOINTED, TOLD_LOST, Event, ShardState
 from kcl_mp.supervisor.shards import Shards, Worker
 from kcl_mp.supervisor.signals import SignalQueue, StartupInterrupted
 from kcl_mp.supervisor.starts import Restart, Starts
@@ -297,7 +298,7 @@ class Supervisor:
     def _act(self, worker: Worker, message: channel.FromPool) -> None:
         """A shard's report that concerns its lease."""
         match message:
-            case channel.ShutdownReady() if worker.handing_off:
+            case channel.ShutdownReady() if worker.state is ShardState.HANDED_OVER:
                 self.leases.finish_handoff(worker.key)
                 self.shards.tell(worker, channel.LeaseLost)
             case channel.Progress(delivered_bytes=delivered_bytes):
@@ -334,15 +335,14 @@ class Supervisor:
     def handle_renewal(self, renewal: Renewal) -> None:
         for key in renewal.lost:
             worker = self.workers.get(key)
-            if worker is not None and worker.told_lost_at is None:
+            if worker is not None and worker.state not in TOLD_LOST:
                 self.shards.tell(worker, channel.LeaseLost)
         for key in renewal.handoffs:
             worker = self.workers.get(key)
-            if worker is None or worker.told_lost_at is not None:
+            if worker is None or worker.state in TOLD_LOST:
                 self.leases.finish_handoff(key)  # no processor to stop: its last checkpoint stands
             else:
-                worker.handing_off = True
-                self.shards.tell(worker, channel.Shutdown)
+                self.shards.ask_shutdown(worker, Event.HANDOFF)
         for key in renewal.acquired:
             self.restarts.pop(key, None)
 
@@ -370,7 +370,7 @@ class Supervisor:
     def _after_exit(self, worker: Worker, code: int | None, now: float) -> None:
         """Gather the facts, let ``restart_policy.after_exit`` decide, carry the decision out."""
         key = worker.key
-        if not worker.shard_end and worker.handing_off and not worker.shutdown_ready and key in self.leases.held:
+        if not worker.shard_end and worker.state is ShardState.HANDING_OFF and key in self.leases.held:
             self.leases.finish_handoff(key)  # it died while stopping: the last checkpoint stands
         cannot_start = code == EXIT_START
         if key in self.leases.held and not (self.stopping or worker.shard_end or cannot_start):
@@ -378,7 +378,7 @@ class Supervisor:
         held = self.leases.held.get(key)
         gone = restart_policy.Gone(worker.shard_end, code, worker.failure, now - worker.started_at, held is not None,
                                    self.stopping, held is not None and held.lease.is_shard_end, cannot_start,
-                                   code == EXIT_PROCESSOR, worker.told_lost_at is not None)
+                                   code == EXIT_PROCESSOR, worker.state in TOLD_LOST)
         decision = restart_policy.after_exit(gone, self.restarts.get(key, Restart()).attempts, self.config.processor,
                                              self.rng)
         self.counters.update(decision.counters)
@@ -451,11 +451,11 @@ class Supervisor:
                       len(self.workers), len(self.leases.held), grace_s)
         self.log_usage()  # the last figures, for the record
         for worker in self.workers.values():
-            self.shards.tell(worker, channel.Shutdown)
+            self.shards.ask_shutdown(worker, Event.STOP)
         deadline = self.clock() + grace_s
         next_renew = self.clock() + self.config.lease.renew_interval_s
         while self.clock() < deadline and not self.quick:
-            pending = [w for w in self.workers.values() if not w.shutdown_ready and self.shards.running(w)]
+            pending = [w for w in self.workers.values() if w.state not in CHECKPOINTED and self.shards.running(w)]
             if not pending:
                 break
             self.wait(min(0.5, max(0.0, deadline - self.clock())))

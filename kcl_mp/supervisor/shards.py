@@ -19,6 +19,7 @@ from kcl_mp.metrics.catalogue import Recorder, decode_samples
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.supervisor.pool import PoolProcess, Pools, describe_exit
 from kcl_mp.supervisor.progress import ShardProgress
+from kcl_mp.supervisor.shard_life import TOLD_LOST, Event, ShardState, next_state
 from kcl_mp.worker import channel
 from kcl_mp.worker.usage import Usage, summarize
 
@@ -33,9 +34,8 @@ class Worker:
     pool: PoolProcess
     started_at: float
     progress: ShardProgress
-    told_lost_at: float | None = None
-    handing_off: bool = False  # stopping for a handoff (not for this host's shutdown)
-    shutdown_ready: bool = False
+    state: ShardState = ShardState.PROCESSING  # what it was told and answered (shard_life)
+    told_lost_at: float = float("-inf")  # when it was last told leaseLost or terminated: its time to stop
     shard_end: bool | None = None
     failure: str | None = None
     usage: Usage | None = None  # the processor's process tree, as last sampled
@@ -82,7 +82,7 @@ class Shards:
                 self.metrics.merge(decode_samples(message.samples))
                 return message.delivered_bytes > worker.bytes_seen
             case channel.ShutdownReady(checkpoint=checkpoint):
-                worker.shutdown_ready = True
+                worker.state = next_state(worker.state, Event.READY)
                 worker.progress.checkpoint = checkpoint
                 return True
             case channel.ShardEnd(checkpointed=checkpointed):
@@ -117,15 +117,21 @@ class Shards:
 
     def tell(self, worker: Worker, command: Command) -> None:
         if command is channel.LeaseLost:
+            worker.state = next_state(worker.state, Event.LOST)
             worker.told_lost_at = self.clock()
         worker.pool.send(command(worker.key))
+
+    def ask_shutdown(self, worker: Worker, why: Event) -> None:
+        """shutdownRequested, ``why``: for a handoff (Event.HANDOFF) or because this host stops (Event.STOP)."""
+        worker.state = next_state(worker.state, why)
+        self.tell(worker, channel.Shutdown)
 
     def fence(self, renewed_at: Mapping[str, float]) -> None:
         """Each shard learns of its lease's renewals (one batch per pool process); one whose
         lease is gone (``renewed_at`` has no entry) is told so."""
         batches: dict[int, tuple[PoolProcess, list[tuple[str, float]]]] = {}
         for key, worker in self.workers.items():
-            if worker.told_lost_at is not None or worker.exit_code is not None:
+            if worker.state in TOLD_LOST or worker.exit_code is not None:
                 continue
             at = renewed_at.get(key)
             if at is None:
@@ -151,7 +157,7 @@ class Shards:
         ended = []
         for key, worker in list(self.workers.items()):
             if worker.exit_code is None:
-                if worker.told_lost_at is not None and now - worker.told_lost_at > lost_wait_s:
+                if worker.state in TOLD_LOST and now - worker.told_lost_at > lost_wait_s:
                     self.log.warning("shard worker for %s did not stop after leaseLost; terminating it", key)
                     self.tell(worker, channel.Terminate)
                     worker.told_lost_at = now
