@@ -62,7 +62,7 @@ from kcl_mp.config import Config
 from kcl_mp.errors import DependencyError
 from kcl_mp.fleet import assignment, assignment_round, client_version, fleet_metrics, host_probe
 from kcl_mp.fleet.client_version import ClientVersion, Role
-from kcl_mp.fleet.leader import LeaderElection, LeaderLock
+from kcl_mp.fleet.leader import LeaderElection, LockTable
 from kcl_mp.fleet.state_store import CoordinatorStateStore, StateTables
 from kcl_mp.fleet.table_migrator import TableMigrator
 from kcl_mp.fleet.worker_metrics import CPU, FIRST_REPORT_S, WorkerMetricsReporter
@@ -159,7 +159,7 @@ class FleetRole:
         m = self.migration
         self.tables = m.writes
         self.store = CoordinatorStateStore(self.client, m.writes, self.me, lambda: int(self.wall() * 1000), m.reads)
-        self.election = LeaderElection(LeaderLock(self.client, m.lock, self.me, self.config.leader_lock_ms))
+        self.election = LeaderElection(LockTable(self.client, m.lock, self.me, self.config.leader_lock_ms))
         self.reporter = WorkerMetricsReporter(self.client, m.writes, self.me,
                                               report_period_s=self.settings.worker_metrics_reporter_freq_ms / 1000.0,
                                               clock=self.clock, wall=self.wall)
