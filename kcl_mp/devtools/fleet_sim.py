@@ -85,7 +85,9 @@ class _Sim:
         return live
 
 
-class Fleet(_Sim):
+class TakerFleet(_Sim):
+    """A fleet of workers that take and steal by a 2.x rule (kcl-mp's or the Java one, ``rule``)."""
+
     def __init__(self, leases: int, settings: LeaseSettings, rule: str = "kcl-mp", seed: int = 0,
                  scan_latency_s: float = 0.05, write_s: float = 0.005, check_invariants: bool = False):
         self.settings = settings

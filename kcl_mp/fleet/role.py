@@ -15,7 +15,7 @@ coordinator takes and steals by the 2.x rules::
                again (both at most every watch interval) and follow a flip or a rollback
                (``client_version.follow``, logged and counted); in a 3.x role a follower finds
                its leases through the owner index (``discovery``), the leader scans, adopts
-               what ``discover`` shows assigned to it and runs its assignment round (``lead``)
+               what ``assigned_here`` shows assigned to it and runs its assignment round (``lead``)
     tick       every renewal round: the leader election's heartbeat (lock-based roles)
                and the worker-metrics item (roles that publish), each on its own period;
                whether this host has just become the leader (the supervisor scans at once)
@@ -229,7 +229,7 @@ class FleetRole:
         self._enter()
         return was != self.role
 
-    def discover(self, leases: Iterable[Lease], held: Iterable[str]) -> list[Lease]:
+    def assigned_here(self, leases: Iterable[Lease], held: Iterable[str]) -> list[Lease]:
         """The open leases the table assigns to this worker that it does not hold yet."""
         mine = set(held)
         return [lease for lease in leases

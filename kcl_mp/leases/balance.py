@@ -174,7 +174,7 @@ def _view(worker_id: str, leases: Mapping[str, Lease], observations: Mapping[str
 
 
 @dataclass(frozen=True)
-class Fleet:
+class FleetFigures:
     """The fleet figures a scan gives (the metrics' total_leases, unclaimed_leases ...)."""
 
     total_leases: int  # finished ones included
@@ -183,10 +183,10 @@ class Fleet:
     worker_leases: dict[str, int]  # live worker -> open leases it holds (this worker always present)
 
 
-def fleet(worker_id: str, leases: Mapping[str, Lease], observations: Mapping[str, Observation], now: float,
-          settings: LeaseSettings) -> Fleet:
+def figures(worker_id: str, leases: Mapping[str, Lease], observations: Mapping[str, Observation], now: float,
+          settings: LeaseSettings) -> FleetFigures:
     view = _view(worker_id, leases, observations, now, settings)
-    return Fleet(len(leases), len(view.active), len(view.expired), dict(sorted(view.counts.items())))
+    return FleetFigures(len(leases), len(view.active), len(view.expired), dict(sorted(view.counts.items())))
 
 
 def _take_or_stay(view: TakerView, needed: int, rng: random.Random) -> Plan | None:

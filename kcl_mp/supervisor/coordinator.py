@@ -101,7 +101,7 @@ class LeaseCoordinator:
     avoid: dict[str, float] = field(default_factory=dict)  # key -> until when this host does not take it
     last_steal_at: float = float("-inf")
     metrics: Recorder = field(default_factory=lambda: Recorder(enabled=False))
-    figures: balance.Fleet | None = None  # the fleet as the last scan saw it
+    figures: balance.FleetFigures | None = None  # the fleet as the last scan saw it
     renewals: LeaseTable | None = None  # through the renewals' own client (renewer.renewal_table); None: table
     wall: Callable[[], float] = time.time
 
@@ -275,7 +275,7 @@ class LeaseCoordinator:
         assigned here (this host's own assignments at once)."""
         self.fleet.follow()
         if self._index_follower():
-            return self._discover()
+            return self._discover_by_index()
         try:
             leases = {lease.key: lease for lease in self.table.list_leases()}
         except DependencyError as exc:
@@ -295,7 +295,7 @@ class LeaseCoordinator:
                 self._rescue(leases)
             taken = {key: sent_at for key, lease in written.items()
                      if lease.owner == self.me and not lease.checkpoint_owner}
-            self.adopt_own_leases(self.fleet.discover(leases.values(), [*self.held, *self.incoming]),
+            self.adopt_own_leases(self.fleet.assigned_here(leases.values(), [*self.held, *self.incoming]),
                                   "assigned by the leader", taken)
             return tuple(key for key in self.held if key not in before)
         self.fleet.monitor_flip(leases)
@@ -347,7 +347,7 @@ class LeaseCoordinator:
         return (not self.fleet.role.takes and not self.fleet.is_leader() and not self.fleet.rescues()
                 and self.discovery.usable())
 
-    def _discover(self) -> tuple[str, ...]:
+    def _discover_by_index(self) -> tuple[str, ...]:
         """The leases the leader assigned here, through the index; losses show in the renewals."""
         before = set(self.held)
         try:
@@ -373,7 +373,7 @@ class LeaseCoordinator:
         (Java's TakeLeases ExpiredLeases), those left plus the expired ones it took."""
         left = {**found, **{key: self.held[key].lease for key in acquired}}
         observations = balance.observe(self.observations, left.values(), now)
-        self.figures = fleet = balance.fleet(self.me, left, observations, now, self.config.lease)
+        self.figures = fleet = balance.figures(self.me, left, observations, now, self.config.lease)
         self.metrics.add("unclaimed_leases", fleet.unclaimed + taken_expired)
         self.metrics.add("total_leases", fleet.total_leases)
         self.metrics.add("total_shards", fleet.open_leases)
