@@ -43,9 +43,11 @@ A dead worker costs its shards seconds, not a round or a lock's two minutes:
   the same conditional write on the counter as every take; a Java leader's next round sees a
   lease renewed by a live worker, which it leaves or hands over like any other.
 
-Worker metrics: by default kcl-mp publishes Java's "default worker metric" (empty
-``sts``/``opr``), what a Java worker reports off EC2/ECS/EKS; ``kclmp.workerMetric=CPU``
-publishes the host's CPU with the operating range [100], what a Java worker on EC2 reports.
+Worker metrics: kcl-mp publishes what a Java worker on this host would (``kclmp.workerMetric``
+AUTO, the default, ``host_probe``): the host's CPU with the operating range [100] on
+EC2/ECS/EKS under Linux, else Java's "default worker metric" (empty ``sts``/``opr``);
+CPU or DEFAULT forces one. The CPU is sampled every renewal round (``tick``) and the
+average published every report period.
 A Java leader compares each metric only among the workers reporting it, so a fleet must
 report one kind (docs/kcl3-facts.md section 4); kcl-mp's leader balances a mixed fleet by
 load (``assignment``). The leader deletes stale metrics items after each round

@@ -1,6 +1,6 @@
 """The KCL 3.x coordinator state: where it lives, its table, and the fleet's client version.
 
-Java keeps three kinds of state beside the leases (DESIGN.md, "KCL 3.x fleets"):
+Java keeps three kinds of state beside the leases (docs/kcl3-facts.md, sections 1 and 7):
 
     what                 3.1.3 (and 3.5 before its table migration)   3.5 after it
     leader lock          <app>-CoordinatorState, key "Leader"          lease table, leaseKey "Leader"

@@ -8,7 +8,7 @@ reads and writes the child concurrently (PROTOCOL.md 2), and so does this:
   never queued) and keeps a note of every line Java would not take as the child meant
   (``take_notes``: what the conformance kit reports);
 - a thread reads stderr and logs each line whole with the shard id, within a line budget
-  (``processor_stderr``: a cut line says so, dropped lines are reported once a window and
+  (``child_stderr``: a cut line says so, dropped lines are reported once a window and
   counted in ``stderr_dropped``), and keeps the last lines for error messages;
 - the calling thread writes to the child's stdin (non-blocking, so a child that stops
   reading cannot hold it past ``timeout_s``) and takes queued messages while a status is

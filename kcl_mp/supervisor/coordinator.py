@@ -4,7 +4,7 @@ It renews what this worker holds (all at once: ``renewer``), scans the table to 
 steal (``balance`` decides, this module writes), runs the KCL 3.x graceful handoff in both
 directions, and keeps the table in step with the stream's shards (a ``ShardSyncer`` it
 holds). It never touches processes: it reports what changed and the supervisor starts,
-stops or warns shard workers accordingly.
+stops or warns the shards' drivers accordingly.
 
 A steal is a handoff, so a planned rebalance re-delivers nothing::
 
@@ -117,7 +117,7 @@ class LeaseCoordinator:
         self.sync = ShardSyncer(self.config, self.table, self.kinesis, self.log, self.view)
 
     def record_bytes(self, key: str, nbytes: int) -> None:
-        """Bytes a shard worker handed its processor: the lease's throughputKBps (KCL 3.x)."""
+        """Bytes a shard's driver handed its processor: the lease's throughputKBps (KCL 3.x)."""
         self.throughput.record(key, nbytes, int(self.wall() * 1000))
 
     def _renewal_attributes(self, key: str) -> dict[str, Any]:

@@ -92,7 +92,7 @@ class Terminated(Exception):
     """The supervisor's Terminate: stop now, but still stop the child properly."""
 
 
-class ShardWorker:
+class ShardDriver:
     def __init__(self, shared: Shared, start: channel.Start, inbox: queue.Queue[str],
                  send: Callable[[Any], None], log: logs.ShardLog):
         self.shared = shared
