@@ -64,6 +64,7 @@ from kcl_mp.config import Config
 from kcl_mp.errors import DependencyError
 from kcl_mp.fleet import assignment, assignment_round, client_version, fleet_metrics, host_probe
 from kcl_mp.fleet.client_version import ClientVersion, Role
+from kcl_mp.fleet.flip_monitor import FlipMonitor
 from kcl_mp.fleet.leader import LeaderElection, LockTable
 from kcl_mp.fleet.state_store import CoordinatorStateStore, StateTables
 from kcl_mp.fleet.table_migrator import TableMigrator
@@ -99,8 +100,7 @@ class FleetRole:
         self.next_check = self.next_publish = self.next_round = self.next_follow = 0.0
         self.memory = assignment_round.Memory()  # what the leader carries from scan to scan
         self.metrics_rows: list[WorkerMetrics] = []  # the last round's worker-metrics items
-        self.next_monitor = 0.0
-        self.ready_since: float | None = None  # the flip test has held since (2.x leader, UPGRADE_FROM_2X)
+        self.flip_monitor = FlipMonitor(self.me, client, config.lease.table_name, log, clock, wall)
         self.round_settings = assignment_round.RoundSettings(
             self.me, config.lease.failover_time_ms / 1000.0, config.lease.handoff_timeout_s,
             self.settings.worker_metrics_reporter_freq_ms / 1000.0, config.lease.renew_interval_s,
@@ -238,41 +238,11 @@ class FleetRole:
                 if lease.owner == self.me and lease.key not in mine and not lease.is_shard_end]
 
     def monitor_flip(self, leases: Mapping[str, Lease]) -> None:
-        """UPGRADE_FROM_2X: if this worker is the 2.x-rule leader, Java's MigrationReadyMonitor:
-        every 60 s check that the owner index is ACTIVE and every lease owner reports metrics;
-        once that has held for 600 s, flip the fleet to CLIENT_VERSION_3X_WITH_ROLLBACK."""
-        now = self.clock()
-        if self.version is not ClientVersion.UPGRADE_FROM_2X or now < self.next_monitor:
-            return
-        self.next_monitor = now + client_version.MONITOR_INTERVAL_S
-        owners = {lease.owner for lease in leases.values() if lease.owner}
-        if client_version.deterministic_leader(owners) != self.me:
-            self.ready_since = None
-            return
-        try:
-            reporting = {w.worker_id for w in self._workers()}
-            active = owner_index.index_status(self.client, self.config.lease.table_name) == "ACTIVE"
-        except DependencyError as exc:
-            self.log.warning("flip monitor: %s", exc)
-            return
-        if not client_version.ready_to_flip(active, owners, reporting):
-            if self.ready_since is not None:
-                self.log.info("flip monitor: not ready any more (lease owners without worker metrics: %s)",
-                              ", ".join(sorted(owners - reporting)) or "none; the owner index is not ACTIVE")
-            self.ready_since = None
-            return
-        if self.ready_since is None:
-            self.ready_since = now
-            self.log.info("flip monitor: every lease owner reports worker metrics; flipping to 3.x after %.0f s",
-                          client_version.FLIP_STABILIZE_S)
-        if now - self.ready_since < client_version.FLIP_STABILIZE_S:
+        """UPGRADE_FROM_2X: the flip monitor's look, when due (``flip_monitor``)."""
+        if self.version is not ClientVersion.UPGRADE_FROM_2X:
             return
         assert self.store is not None
-        state = self.store.client_version()
-        if state is not None and state.value == ClientVersion.UPGRADE_FROM_2X.value:
-            write = client_version.flip(state, self.me, int(self.wall() * 1000))
-            if self.store.write_client_version(write.state, write.expected_cv):
-                self.log.warning("flip monitor: flipped the fleet to %s", write.state.value)
+        self.flip_monitor.check(leases, self.store, lambda: {w.worker_id for w in self._workers()})
 
     # -- every renewal round ----------------------------------------------------------
 
