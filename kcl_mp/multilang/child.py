@@ -55,7 +55,8 @@ from kcl_mp.multilang.child_stderr import BYTES_PER_WINDOW, LINES_PER_WINDOW, Dr
 from kcl_mp.multilang.child_stdout import EOF, ChildStdout
 from kcl_mp.multilang.command import resolve_command
 from kcl_mp.multilang.protocol import Conversation, Done, Reply, Store
-from kcl_mp.multilang.wire import Batch, LineSplitter, Message, StdoutNote, checkpoint_error
+from kcl_mp.multilang.stdout_notes import StdoutNote
+from kcl_mp.multilang.wire import Batch, LineSplitter, Message, checkpoint_error
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.worker.usage import signal_group, start_time
 
