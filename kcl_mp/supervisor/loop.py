@@ -241,7 +241,7 @@ class Supervisor:
         """Everything before the loop, in an order that writes nothing for a stream that
         does not exist. An error raises (the CLI prints it; exit 1); a signal ends the
         start-up at once, even inside a call that is waiting or retrying."""
-        if self.metrics.enabled:  # first: it must be forked before any thread or worker exists
+        if self.metrics.enabled:  # first: it must be forked before any thread or pool process exists
             self.metrics_link = metrics_process.start(self.config, self.log_level, self.log_format)
         self.signals.starting = True
         self.signals.install()
@@ -273,7 +273,7 @@ class Supervisor:
         self.signals.starting = False  # from here a signal is queued for the loop: the graceful stop
         # Everything made so far (modules, service models, clients) is shared with the pool
         # processes forked from here on; keep the collector from touching it, so those pages
-        # stay shared instead of being copied into every worker (gc.freeze's purpose).
+        # stay shared instead of being copied into every pool process (gc.freeze's purpose).
         gc.freeze()
 
     def _after_sync(self, ok: bool, now: float) -> None:
