@@ -33,14 +33,14 @@ import sys
 import time
 
 from kcl_mp.config import LeaseSettings
-from kcl_mp.devtools.fleet_sim import Fleet, LeaderFleet, Result
+from kcl_mp.devtools.fleet_sim import LeaderFleet, Result, TakerFleet
 
 MAX_CYCLES = 120
 
 
 def run(scenario: str, leases: int, workers: int, rule: str, seed: int, max_steal: int) -> Result:
     settings = LeaseSettings(table_name="t", max_leases_to_steal_at_one_time=max_steal)
-    fleet = Fleet(leases, settings, rule, seed=seed)
+    fleet = TakerFleet(leases, settings, rule, seed=seed)
     take_s = settings.take_interval_s
     if scenario == "cold":
         fleet.start([f"w{i}" for i in range(workers)], at=0.0)

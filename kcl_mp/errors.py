@@ -16,19 +16,19 @@ race on a conditional write is not an error but a ``False`` result of the lease-
 and a checkpoint not stored is a ``CheckpointOutcome`` (multilang names it for the processor).
 
 Exit statuses, named once: the host's (``kcl-mp``; the CLI is the one place an error
-becomes one) and a shard worker's (the supervisor's restart policy reads them).
+becomes one) and a shard driver's (the supervisor's restart policy reads them).
 """
 
 from __future__ import annotations
 
 from enum import Enum
 
-EXIT_OK = 0  # host: a graceful stop; worker: done (lease lost, shutdown, shard end)
+EXIT_OK = 0  # host: a graceful stop; shard: done (lease lost, shutdown, shard end)
 EXIT_CONFIG = 1  # host: a configuration or start-up error, or a shard that cannot run (check-processor: a failure)
 EXIT_USAGE = 2  # host: a command-line error (argparse's own status)
-EXIT_START = 3  # worker: the processor cannot start: stop the host
-EXIT_PROCESSOR = 4  # worker: the child broke the protocol: restart that shard with backoff
-EXIT_DEPENDENCY = 5  # worker: AWS kept failing: restart that shard with backoff
+EXIT_START = 3  # shard: the processor cannot start: stop the host
+EXIT_PROCESSOR = 4  # shard: the child broke the protocol: restart that shard with backoff
+EXIT_DEPENDENCY = 5  # shard: AWS kept failing: restart that shard with backoff
 EXIT_INTERNAL = 70  # host: a bug kcl-mp could not go on after (logged with its traceback; leases released,
 #                    pool processes ended): restart (sysexits' EX_SOFTWARE)
 

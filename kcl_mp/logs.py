@@ -224,7 +224,7 @@ class ShardLog(logging.LoggerAdapter):
 
 
 def setup(level: str = "INFO", fmt: str = "text", worker_id: str = "-") -> None:
-    """Configure the root logger once per process (the supervisor, and each shard worker)."""
+    """Configure the root logger once per process (the supervisor, and each pool process)."""
     global _WORKER
     _WORKER = worker_id
     handler = logging.StreamHandler(sys.stderr)

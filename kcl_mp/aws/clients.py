@@ -20,7 +20,7 @@ Region: the ``ClientSettings`` region, else AWS_REGION, else boto3's own chain
 (AWS_DEFAULT_REGION, profile); no region at all is a ConfigError, as it is a start-up
 failure in Java (the "defaults to us-east-1" of old samples is not true).
 
-Nothing is cached at module level: shard workers are forked and build their clients
+Nothing is cached at module level: pool processes are forked and build their clients
 after the fork.
 
 Every credential a client signs with is handed to the log scrubber (``logs.add_secrets``):
@@ -158,7 +158,7 @@ def _chain(settings: ClientSettings) -> tuple[list[BotoProvider], bool]:
 
 
 # One loader for every session of the process: the service models (megabytes of parsed
-# JSON) are read once, and shard workers forked after the supervisor made its clients share
+# JSON) are read once, and pool processes forked after the supervisor made its clients share
 # the parent's copy instead of each parsing its own.
 _LOADER = create_loader()
 

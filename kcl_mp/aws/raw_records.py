@@ -2,7 +2,7 @@
 walk over every record.
 
 botocore parses a response by walking its output shape: for GetRecords that is a Python
-call per field of every record (profiled: 39 % of a busy shard worker's CPU, and another
+call per field of every record (profiled: 39 % of a busy shard driver's CPU, and another
 6 % in the stdlib's JSON decoder), only to hand back what the JSON already says. Here
 ``GetRecordsOutput`` is decoded by orjson and returned as it is: ``Data`` the wire's base64
 text, ``ApproximateArrivalTimestamp`` its epoch-seconds number (what ``deaggregate``'s

@@ -9,7 +9,7 @@ Java skips, a second message on one line, a message written after a status (Java
 only while it awaits the next action's status, PROTOCOL.md 2). Plain text on stdout is
 skipped as it should be and only shown beside a failure, as a possible cause.
 
->>> from kcl_mp.multilang.wire import LATE, StdoutNote
+>>> from kcl_mp.multilang.stdout_notes import LATE, StdoutNote
 >>> late = StdoutNote(LATE, "checkpoint sent after the status for processRecords, before the next action",
 ...                   '{"action":"checkpoint"}', 23, "processRecords")
 >>> verdict(None, [Seen(2, "processRecords", "processRecords", late)])[0]
@@ -20,22 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kcl_mp.multilang.wire import (
-    DRAINED,
-    IGNORED,
-    LATE,
-    LEASE_LOST,
-    PROCESS_RECORDS,
-    SHARD_ENDED,
-    SILENT,
-    SKIPPED,
-    TEXT,
-    UNREAD,
-    CheckpointRequest,
-    Status,
-    StdoutNote,
-    parse_line,
-)
+from kcl_mp.multilang.stdout_notes import DRAINED, IGNORED, LATE, SILENT, SKIPPED, TEXT, UNREAD, StdoutNote
+from kcl_mp.multilang.wire import LEASE_LOST, PROCESS_RECORDS, SHARD_ENDED, CheckpointRequest, Status, parse_line
 
 LINE_SHOWN = 160  # longer lines are shown cut, with their length
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from kcl_mp.config import LEASE_EPSILON_MS, LeaseSettings
+from kcl_mp.devtools import java_rule
 from kcl_mp.fleet import assignment
 from kcl_mp.leases import balance
 from kcl_mp.leases.lease import Lease
@@ -84,7 +85,9 @@ class _Sim:
         return live
 
 
-class Fleet(_Sim):
+class TakerFleet(_Sim):
+    """A fleet of workers that take and steal by a 2.x rule (kcl-mp's or the Java one, ``rule``)."""
+
     def __init__(self, leases: int, settings: LeaseSettings, rule: str = "kcl-mp", seed: int = 0,
                  scan_latency_s: float = 0.05, write_s: float = 0.005, check_invariants: bool = False):
         self.settings = settings
@@ -146,8 +149,8 @@ class Fleet(_Sim):
             plan = balance.plan_leases(worker.name, snapshot, worker.observations, self.now, self.settings,
                                        worker.rng, may_steal=may_steal)
         else:  # Java scans only every take interval, so it may always steal
-            plan = balance.plan_leases_java(worker.name, snapshot, worker.observations, self.now, self.settings,
-                                            worker.rng)
+            plan = java_rule.plan_leases_java(worker.name, snapshot, worker.observations, self.now, self.settings,
+                                              worker.rng)
         if may_steal and not plan.deferred:  # as the coordinator: deferred steals try again next scan
             worker.last_steal_at = self.now
         for i, key in enumerate(plan.take + plan.steal):
@@ -323,7 +326,7 @@ class LeaderFleet(_Sim):
         for move in plan.handoffs:
             self.left.setdefault(move.key, set()).add(move.owner or "")
         self.written = {k: c for k, c in self.written.items() if k in unstarted}
-        self.written.update(assignment.written_counters(plan, snapshot))
+        self.written.update(assignment.written_counters(plan.moves, snapshot))
         self.rounds.append((self.now, len(plan.moves)))
         for i, move in enumerate(plan.moves):
             self._push(self.now + self.scan_latency_s + i * self.write_s, "write", worker.name, move)

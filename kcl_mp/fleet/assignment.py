@@ -289,11 +289,11 @@ def _next_handoff(books: _Books, settling: Set[str],
     return None
 
 
-def written_counters(plan: AssignmentPlan, leases: Mapping[str, Lease]) -> dict[str, int]:
+def written_counters(moves: Iterable[Move], leases: Mapping[str, Lease]) -> dict[str, int]:
     """The counter each moved lease has once its new owner may start it: an assignment
     writes counter + 1; a handoff leaves the counter and the old owner's release (its
     final checkpoint) adds 1."""
-    return {m.key: leases[m.key].counter + 1 for m in plan.moves if m.key in leases}
+    return {m.key: leases[m.key].counter + 1 for m in moves if m.key in leases}
 
 
 def settling(written: Mapping[str, int], leases: Mapping[str, Lease]) -> frozenset[str]:

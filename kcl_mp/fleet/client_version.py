@@ -31,9 +31,8 @@ import enum
 from collections.abc import Set
 from dataclasses import dataclass
 
-from kcl_mp.leases.rows import CoordinatorState, StateChange
+from kcl_mp.leases.rows import CoordinatorState
 
-MAX_HISTORY = 10  # MigrationState.MAX_HISTORY_ENTRIES
 FLIP_STABILIZE_S = 600.0  # Scheduler: flipTo3XStabilizerTimeInSeconds, 10 minutes
 MONITOR_INTERVAL_S = 60.0  # ClientVersionChangeMonitor and MigrationReadyMonitor
 
@@ -97,7 +96,7 @@ class Write:
 
 
 @dataclass(frozen=True)
-class Start:
+class InitialVersion:
     version: ClientVersion
     write: Write | None
     reason: str
@@ -110,22 +109,21 @@ def parse(value: str) -> ClientVersion:
         raise ValueError(f"Migration3.0 cv {value!r}: not a client version Java writes") from None
 
 
-def updated(state: CoordinatorState | None, version: ClientVersion, worker_id: str, now_ms: int) -> CoordinatorState:
-    """The item after ``worker_id`` sets ``version``: the old value goes to the history's
-    front (at most 10); an absent item counts as CLIENT_VERSION_INIT by this worker now,
-    as Java's MigrationState starts.
+def set_version(state: CoordinatorState | None, version: ClientVersion, worker_id: str,
+                now_ms: int) -> CoordinatorState:
+    """The item after ``worker_id`` sets ``version`` (``CoordinatorState.moved_to``); an absent
+    item counts as CLIENT_VERSION_INIT by this worker now, as Java's MigrationState starts.
 
-    >>> s = updated(None, ClientVersion.V3X, "w1", 5)
+    >>> s = set_version(None, ClientVersion.V3X, "w1", 5)
     >>> (s.value, s.modified_by, s.history)
     ('CLIENT_VERSION_3X', 'w1', (StateChange(value='CLIENT_VERSION_INIT', modified_by='w1', modified_at_ms=5),))
     """
     if state is None:
         state = CoordinatorState(ClientVersion.INIT.value, worker_id, now_ms, ())
-    before = StateChange(state.value, state.modified_by, state.modified_at_ms)
-    return CoordinatorState(version.value, worker_id, now_ms, ((before,) + state.history)[:MAX_HISTORY])
+    return state.moved_to(version.value, worker_id, now_ms)
 
 
-def initial(state: CoordinatorState | None, config: str, worker_id: str, now_ms: int) -> Start:
+def initial(state: CoordinatorState | None, config: str, worker_id: str, now_ms: int) -> InitialVersion:
     """The version a Java worker with ``clientVersionConfig = config`` starts in, given the
     item read at start (None: absent), and the write that records it. A lost race on that
     write: read again and call this again (Java 3.1.3 retries so; 3.5 fails the start-up
@@ -135,20 +133,22 @@ def initial(state: CoordinatorState | None, config: str, worker_id: str, now_ms:
     if state is None:
         version = _FROM_CONFIG[config]
         if version is ClientVersion.INIT:
-            return Start(version, None, "no Migration3.0; phase 1 writes none and runs as 2.x")
-        return Start(version, Write(updated(None, version, worker_id, now_ms), None),
-                     f"no Migration3.0: created as {version.value} from {config}")
+            return InitialVersion(version, None, "no Migration3.0; phase 1 writes none and runs as 2.x")
+        return InitialVersion(version, Write(set_version(None, version, worker_id, now_ms), None),
+                              f"no Migration3.0: created as {version.value} from {config}")
     stored = parse(state.value)
     if stored is ClientVersion.V3X_WITH_ROLLBACK and config == CONFIG_3X:
-        return Start(ClientVersion.V3X, Write(updated(state, ClientVersion.V3X, worker_id, now_ms), stored.value),
-                     f"{stored.value} with {config}: the upgrade is final, cv set to {ClientVersion.V3X.value}")
+        return InitialVersion(ClientVersion.V3X,
+                              Write(set_version(state, ClientVersion.V3X, worker_id, now_ms), stored.value),
+                              f"{stored.value} with {config}: the upgrade is final, "
+                              f"cv set to {ClientVersion.V3X.value}")
     if stored is ClientVersion.INIT:  # as absent, but the write is an update of the INIT item
         version = _FROM_CONFIG[config]
         if version is ClientVersion.INIT:
-            return Start(version, None, "Migration3.0 says CLIENT_VERSION_INIT; phase 1 runs as 2.x")
-        return Start(version, Write(updated(state, version, worker_id, now_ms), stored.value),
-                     f"Migration3.0 says {stored.value}: set to {version.value} from {config}")
-    return Start(stored, None, f"Migration3.0 says {stored.value}, set by {state.modified_by}")
+            return InitialVersion(version, None, "Migration3.0 says CLIENT_VERSION_INIT; phase 1 runs as 2.x")
+        return InitialVersion(version, Write(set_version(state, version, worker_id, now_ms), stored.value),
+                              f"Migration3.0 says {stored.value}: set to {version.value} from {config}")
+    return InitialVersion(stored, None, f"Migration3.0 says {stored.value}, set by {state.modified_by}")
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,7 @@ def ready_to_flip(gsi_active: bool, lease_owners: Set[str], reporting: Set[str])
 
 def flip(state: CoordinatorState, worker_id: str, now_ms: int) -> Write:
     """The flip to 3.x, conditioned on the item still saying CLIENT_VERSION_UPGRADE_FROM_2X."""
-    return Write(updated(state, ClientVersion.V3X_WITH_ROLLBACK, worker_id, now_ms),
+    return Write(set_version(state, ClientVersion.V3X_WITH_ROLLBACK, worker_id, now_ms),
                  ClientVersion.UPGRADE_FROM_2X.value)
 
 

@@ -16,7 +16,7 @@ from kcl_mp.fleet import host_metric
 from kcl_mp.fleet.host_metric import HostFacts
 
 
-def observe(root: Path = Path("/")) -> HostFacts:
+def read_facts(root: Path = Path("/")) -> HostFacts:
     """This host's facts; ``root`` is where the absolute paths are looked up (``/``)."""
     def exists(path: str) -> bool:
         return (root / path.lstrip("/")).exists()
@@ -37,4 +37,4 @@ def worker_metric(configured: str, root: Path = Path("/")) -> tuple[str, str]:
     """``kclmp.workerMetric`` resolved: ``(metric, why)``; only AUTO looks at the host."""
     if configured != "AUTO":
         return configured, "set"
-    return host_metric.choose(observe(root))
+    return host_metric.choose(read_facts(root))

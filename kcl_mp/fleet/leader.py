@@ -84,8 +84,9 @@ class Sighting:
     at: float
 
 
-class LeaderLock:
-    """The lock item's reads and conditional writes; a lost race is False."""
+class LockTable:
+    """The lock item's reads and conditional writes (Java's leader/LeaderLock.java through the lock
+    client); a lost race is False."""
 
     def __init__(self, client: Any, tables: StateTables, owner: str, lease_duration_ms: int = LEASE_DURATION_MS):
         self.client = client
@@ -162,7 +163,7 @@ class LeaderElection:
     The clock (monotonic seconds) and the version generator are injected so a test can
     drive both."""
 
-    def __init__(self, lock: LeaderLock, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, lock: LockTable, clock: Callable[[], float] = time.monotonic,
                  new_version: Callable[[], str] = lambda: str(uuid.uuid4())):
         self.lock = lock
         self.clock = clock

@@ -15,7 +15,7 @@ coordinator takes and steals by the 2.x rules::
                again (both at most every watch interval) and follow a flip or a rollback
                (``client_version.follow``, logged and counted); in a 3.x role a follower finds
                its leases through the owner index (``discovery``), the leader scans, adopts
-               what ``discover`` shows assigned to it and runs its assignment round (``lead``)
+               what ``assigned_here`` shows assigned to it and runs its assignment round (``lead``)
     tick       every renewal round: the leader election's heartbeat (lock-based roles)
                and the worker-metrics item (roles that publish), each on its own period;
                whether this host has just become the leader (the supervisor scans at once)
@@ -25,8 +25,8 @@ The leader's round (``lead``) is Java's LeaseAssignmentManager with kcl-mp's bal
 and every worker's metrics item, assigns unowned and expired leases (a take conditioned on
 the counter it saw), hands leases over gracefully to balance, and assigns outright a
 handoff pending longer than gracefulLeaseHandoffTimeoutMillis (its old owner died or does
-not answer). ``left`` (which workers a lease was moved away from) is forgotten after
-LEFT_ROUNDS rounds, so a worker can get a lease back once the fleet has changed.
+not answer). ``lead`` reads and writes; what to write is ``assignment_round.plan_round``'s
+(its docstring has the rules: which workers are live, ``left``, ``settling``).
 
 A dead worker costs its shards seconds, not a round or a lock's two minutes:
 - The leader folds every scan (every renewal interval) into its observations and, between
@@ -43,9 +43,11 @@ A dead worker costs its shards seconds, not a round or a lock's two minutes:
   the same conditional write on the counter as every take; a Java leader's next round sees a
   lease renewed by a live worker, which it leaves or hands over like any other.
 
-Worker metrics: by default kcl-mp publishes Java's "default worker metric" (empty
-``sts``/``opr``), what a Java worker reports off EC2/ECS/EKS; ``kclmp.workerMetric=CPU``
-publishes the host's CPU with the operating range [100], what a Java worker on EC2 reports.
+Worker metrics: kcl-mp publishes what a Java worker on this host would (``kclmp.workerMetric``
+AUTO, the default, ``host_probe``): the host's CPU with the operating range [100] on
+EC2/ECS/EKS under Linux, else Java's "default worker metric" (empty ``sts``/``opr``);
+CPU or DEFAULT forces one. The CPU is sampled every renewal round (``tick``) and the
+average published every report period.
 A Java leader compares each metric only among the workers reporting it, so a fleet must
 report one kind (docs/kcl3-facts.md section 4); kcl-mp's leader balances a mixed fleet by
 load (``assignment``). The leader deletes stale metrics items after each round
@@ -60,20 +62,19 @@ from typing import Any
 
 from kcl_mp.config import Config
 from kcl_mp.errors import DependencyError
-from kcl_mp.fleet import assignment, client_version, fleet_metrics, host_probe
+from kcl_mp.fleet import assignment, assignment_round, client_version, fleet_metrics, host_probe
 from kcl_mp.fleet.client_version import ClientVersion, Role
-from kcl_mp.fleet.leader import LeaderElection, LeaderLock
+from kcl_mp.fleet.flip_monitor import FlipMonitor
+from kcl_mp.fleet.leader import LeaderElection, LockTable
 from kcl_mp.fleet.state_store import CoordinatorStateStore, StateTables
 from kcl_mp.fleet.table_migrator import TableMigrator
 from kcl_mp.fleet.worker_metrics import CPU, FIRST_REPORT_S, WorkerMetricsReporter
-from kcl_mp.leases import balance, owner_index
-from kcl_mp.leases.lease import Lease, released_by
+from kcl_mp.leases import owner_index
+from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.rows import WorkerMetrics
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
 from kcl_mp.metrics.catalogue import Recorder
-
-LEFT_ROUNDS = 10  # rounds a handed-away-from worker stays barred from getting the lease back
 
 
 class FleetRole:
@@ -97,21 +98,17 @@ class FleetRole:
                                        metrics_table=self.settings.worker_metrics_table_name,
                                        clock_ms=lambda: int(self.wall() * 1000))
         self.next_check = self.next_publish = self.next_round = self.next_follow = 0.0
-        self.spilled: frozenset[str] = frozenset()  # what the last round could give nobody
-        self.observations: dict[str, balance.Observation] = {}
-        self.handoff_seen: dict[str, float] = {}  # lease -> when the leader first saw its handoff pending
-        self.written: dict[str, int] = {}  # leases moved, not yet renewed by their new owner
-        self.left: dict[str, tuple[int, set[str]]] = {}  # lease -> (round, workers handed away from)
-        self.rounds = 0
+        self.memory = assignment_round.Memory()  # what the leader carries from scan to scan
         self.metrics_rows: list[WorkerMetrics] = []  # the last round's worker-metrics items
-        self.gone: dict[str, float] = {}  # worker seen with every lease expired -> its lut then
-        self.next_monitor = 0.0
-        self.ready_since: float | None = None  # the flip test has held since (2.x leader, UPGRADE_FROM_2X)
-        self.assignment = assignment.AssignmentSettings(
-            dampening_percentage=self.settings.dampening_percentage,
-            rebalance_threshold_percentage=self.settings.rebalance_threshold_percentage,
-            max_throughput_per_host_kbps=self.settings.max_throughput_per_host_kbps,
-            max_leases_for_worker=config.lease.max_leases_for_worker)
+        self.flip_monitor = FlipMonitor(self.me, client, config.lease.table_name, log, clock, wall)
+        self.round_settings = assignment_round.RoundSettings(
+            self.me, config.lease.failover_time_ms / 1000.0, config.lease.handoff_timeout_s,
+            self.settings.worker_metrics_reporter_freq_ms / 1000.0, config.lease.renew_interval_s,
+            assignment.AssignmentSettings(
+                dampening_percentage=self.settings.dampening_percentage,
+                rebalance_threshold_percentage=self.settings.rebalance_threshold_percentage,
+                max_throughput_per_host_kbps=self.settings.max_throughput_per_host_kbps,
+                max_leases_for_worker=config.lease.max_leases_for_worker))
 
     @property
     def me(self) -> str:
@@ -164,7 +161,7 @@ class FleetRole:
         m = self.migration
         self.tables = m.writes
         self.store = CoordinatorStateStore(self.client, m.writes, self.me, lambda: int(self.wall() * 1000), m.reads)
-        self.election = LeaderElection(LeaderLock(self.client, m.lock, self.me, self.config.leader_lock_ms))
+        self.election = LeaderElection(LockTable(self.client, m.lock, self.me, self.config.leader_lock_ms))
         self.reporter = WorkerMetricsReporter(self.client, m.writes, self.me,
                                               report_period_s=self.settings.worker_metrics_reporter_freq_ms / 1000.0,
                                               clock=self.clock, wall=self.wall)
@@ -234,48 +231,18 @@ class FleetRole:
         self._enter()
         return was != self.role
 
-    def discover(self, leases: Iterable[Lease], held: Iterable[str]) -> list[Lease]:
+    def assigned_here(self, leases: Iterable[Lease], held: Iterable[str]) -> list[Lease]:
         """The open leases the table assigns to this worker that it does not hold yet."""
         mine = set(held)
         return [lease for lease in leases
                 if lease.owner == self.me and lease.key not in mine and not lease.is_shard_end]
 
     def monitor_flip(self, leases: Mapping[str, Lease]) -> None:
-        """UPGRADE_FROM_2X: if this worker is the 2.x-rule leader, Java's MigrationReadyMonitor:
-        every 60 s check that the owner index is ACTIVE and every lease owner reports metrics;
-        once that has held for 600 s, flip the fleet to CLIENT_VERSION_3X_WITH_ROLLBACK."""
-        now = self.clock()
-        if self.version is not ClientVersion.UPGRADE_FROM_2X or now < self.next_monitor:
-            return
-        self.next_monitor = now + client_version.MONITOR_INTERVAL_S
-        owners = {lease.owner for lease in leases.values() if lease.owner}
-        if client_version.deterministic_leader(owners) != self.me:
-            self.ready_since = None
-            return
-        try:
-            reporting = {w.worker_id for w in self._workers()}
-            active = owner_index.index_status(self.client, self.config.lease.table_name) == "ACTIVE"
-        except DependencyError as exc:
-            self.log.warning("flip monitor: %s", exc)
-            return
-        if not client_version.ready_to_flip(active, owners, reporting):
-            if self.ready_since is not None:
-                self.log.info("flip monitor: not ready any more (lease owners without worker metrics: %s)",
-                              ", ".join(sorted(owners - reporting)) or "none; the owner index is not ACTIVE")
-            self.ready_since = None
-            return
-        if self.ready_since is None:
-            self.ready_since = now
-            self.log.info("flip monitor: every lease owner reports worker metrics; flipping to 3.x after %.0f s",
-                          client_version.FLIP_STABILIZE_S)
-        if now - self.ready_since < client_version.FLIP_STABILIZE_S:
+        """UPGRADE_FROM_2X: the flip monitor's look, when due (``flip_monitor``)."""
+        if self.version is not ClientVersion.UPGRADE_FROM_2X:
             return
         assert self.store is not None
-        state = self.store.client_version()
-        if state is not None and state.value == ClientVersion.UPGRADE_FROM_2X.value:
-            write = client_version.flip(state, self.me, int(self.wall() * 1000))
-            if self.store.write_client_version(write.state, write.expected_cv):
-                self.log.warning("flip monitor: flipped the fleet to %s", write.state.value)
+        self.flip_monitor.check(leases, self.store, lambda: {w.worker_id for w in self._workers()})
 
     # -- every renewal round ----------------------------------------------------------
 
@@ -319,85 +286,47 @@ class FleetRole:
 
     def lead(self, leases: Mapping[str, Lease]) -> dict[str, Lease]:
         """Every scan (leader only): the assignment round when due, else an assignment-only round
-        when a lease lies expired or unowned (module docstring); the leases it wrote, as written."""
+        when a lease lies expired or unowned (``assignment_round``); the leases it wrote, as written."""
         now = self.clock()
         if not self.is_leader():
             return {}
-        lease = self.config.lease
-        self.observations = balance.observe(self.observations, leases.values(), now)
-        seen = assignment.lease_loads(leases.values(), self.observations, now, lease.failover_time_ms / 1000.0)
         due = now >= self.next_round
-        if not due and not any(load.expired and not load.handing_over and load.key not in self.spilled
-                               for load in seen):
+        watched = assignment_round.watch(self.memory, leases, now, due, self.round_settings.failover_s)
+        self.memory = watched.memory
+        if not watched.runs:
             return {}
         if due:
             self.next_round = now + self.config.assignment_interval_s
-            self.rounds += 1
-        written: list[assignment.Move] = []
-        out: dict[str, Lease] = {}
-        for key in [k for k in self.handoff_seen if k not in leases or not leases[k].checkpoint_owner]:
-            del self.handoff_seen[key]
-        for key, current in leases.items():
-            if current.checkpoint_owner and not current.is_shard_end:
-                first = self.handoff_seen.setdefault(key, now)
-                if now - first > lease.handoff_timeout_s and current.owner:
-                    if done := self._write(assignment.Move(key, current.owner, current.owner, handoff=False), current):
-                        out[key] = done
-                        self.log.warning("lease %s: handoff from %s pending over gracefulLeaseHandoffTimeoutMillis; "
-                                         "assigned to %s outright", key, current.checkpoint_owner, current.owner)
+        failed: DependencyError | None = None
         try:
             workers = self._workers()
         except DependencyError as exc:
-            self.log.warning("leader: round skipped: %s", exc)
-            return out
-        # A worker renewing its leases is alive whatever its metrics item says (a late report, a
-        # restarted Java worker's first one): moving its leases now would only move them back.
-        live = {w.worker_id for w in workers}
+            failed, workers = exc, None
         reported = {row.worker_id: row.updated_at_s for row in self.metrics_rows}
-        period_s = self.settings.worker_metrics_reporter_freq_ms / 1000.0
-        renewing = {load.owner for load in seen if load.owner and not load.expired}
-        # A worker that let every lease it owns expire has stopped, whatever its metrics item
-        # (a stopped Java worker's stays live for 2 report periods): nothing goes to it until
-        # it reports again.
-        for owner in {load.owner for load in seen if load.owner and load.expired} - renewing - {self.me}:
-            self.gone.setdefault(owner, reported.get(owner, 0.0))
-        self.gone = {w: lut for w, lut in self.gone.items() if reported.get(w, 0.0) <= lut}
-        workers = [w for w in workers if w.worker_id not in self.gone]
-        workers += [assignment.WorkerLoad(owner) for owner in sorted((renewing | {self.me}) - live)]
-        # Leases go only to workers shown alive: renewing leases, or (in a full round, so a new
-        # worker gets its share) reporting within the last report period. A dead worker's item
-        # stays live for two periods (Java's rule), long enough for a new leader to give it
-        # leases that then lie expired for failover more; between rounds, when leases lie
-        # expired, only a worker renewing its own gets them.
-        fresh_s = period_s + lease.renew_interval_s + 1.0
-        workers = [w for w in workers if w.worker_id in renewing | {self.me}
-                   or (due and self.wall() - reported.get(w.worker_id, 0.0) <= fresh_s)] or workers
-        # Leases pending a handoff stay out of the round until it ends or times out (above), as in
-        # Java: reassigning one whose new owner looks dead for a moment only moves it back later.
-        loads = [load for load in seen if not load.handing_over]
-        unstarted = assignment.settling(self.written, leases)
-        self.left = {k: v for k, v in self.left.items() if self.rounds - v[0] < LEFT_ROUNDS and k in leases}
-        # leases moved within LEFT_ROUNDS rounds count at the average throughput (a catch-up burst)
-        now_ms = int(self.wall() * 1000)
-        released = {key: {by} for key, seen_lease in leases.items() if (by := released_by(seen_lease, now_ms))}
-        plan = assignment.plan_assignment(loads, workers, self.assignment, self.rng, unstarted,
-                                          {k: frozenset(v[1]) for k, v in self.left.items()}, set(self.left),
-                                          rebalance=due, released=released)
-        self.spilled = frozenset(plan.spillover)
-        for move in plan.moves:
+        plan = assignment_round.plan_round(watched, leases, workers, reported, now, self.wall(), self.round_settings,
+                                           self.rng)
+        self.memory = plan.memory
+        out: dict[str, Lease] = {}
+        for move in plan.overdue:
+            if done := self._write(move, leases[move.key]):
+                out[move.key] = done
+                self.log.warning("lease %s: handoff from %s pending over gracefulLeaseHandoffTimeoutMillis; "
+                                 "assigned to %s outright", move.key, leases[move.key].checkpoint_owner, move.to)
+        if plan.assignment is None:
+            self.log.warning("leader: round skipped: %s", failed)
+            return out
+        written: list[assignment.Move] = []
+        for move in plan.assignment.moves:
             if done := self._write(move, leases[move.key]):
                 out[move.key] = done
                 written.append(move)
-                if move.owner and move.owner != move.to:  # never back to it for LEFT_ROUNDS rounds from now
-                    self.left[move.key] = (self.rounds, {*self.left.get(move.key, (0, set()))[1], move.owner})
-        self.written = {k: c for k, c in self.written.items() if k in unstarted}
-        self.written.update(assignment.written_counters(
-            assignment.AssignmentPlan(tuple(written), (), {}, ""), leases))
-        if written or plan.spillover:
-            self.log.info("leader: %s%s", plan.reason, "" if due else " (between rounds: leases lay expired)")
+        self.memory = plan.remember(written, leases)
+        if written or plan.assignment.spillover:
+            self.log.info("leader: %s%s", plan.assignment.reason,
+                          "" if due else " (between rounds: leases lay expired)")
         if due:
             self._delete_stale()
-            self._migrate({seen.owner for seen in leases.values() if seen.owner}, renewing)
+            self._migrate({seen.owner for seen in leases.values() if seen.owner}, set(plan.renewing))
         return out
 
     def _migrate(self, owners: set[str], unexpired: set[str]) -> None:

@@ -1,6 +1,6 @@
 """The KCL 3.x coordinator state: where it lives, its table, and the fleet's client version.
 
-Java keeps three kinds of state beside the leases (DESIGN.md, "KCL 3.x fleets"):
+Java keeps three kinds of state beside the leases (docs/kcl3-facts.md, sections 1 and 7):
 
     what                 3.1.3 (and 3.5 before its table migration)   3.5 after it
     leader lock          <app>-CoordinatorState, key "Leader"          lease table, leaseKey "Leader"
@@ -181,18 +181,14 @@ class CoordinatorStateStore:
     def set_client_version(self, state: CoordinatorState, version: str) -> CoordinatorState | None:
         """Move the fleet from ``state`` (as read) to ``version``, as Java's leader writes a
         flip or a rollback; None if another worker changed it first."""
-        moved = client_version.updated(state, client_version.parse(version), self.worker_id, self.clock_ms())
+        moved = client_version.set_version(state, client_version.parse(version), self.worker_id, self.clock_ms())
         return moved if self.write_client_version(moved, state.value) else None
 
     def write_client_version(self, state: CoordinatorState, expected: str | None) -> bool:
         """Store ``state`` as the ``Migration3.0`` item: created when ``expected`` is None,
         else updated only if ``cv`` still says ``expected``; False when the race was lost."""
         key = self.tables.coordinator_key
-        attributes: dict[str, Any] = {"cv": {"S": state.value}, "mb": {"S": state.modified_by},
-                      "mts": {"N": str(state.modified_at_ms)}}
-        if state.history:  # Java writes h only when it has entries
-            attributes["h"] = {"L": [{"M": {"cv": {"S": c.value}, "mb": {"S": c.modified_by},
-                                            "mts": {"N": str(c.modified_at_ms)}}} for c in state.history]}
+        attributes = state.attributes("cv")  # Java writes h only when it has entries
 
         def write() -> bool:
             if expected is None:  # 3.5 serializes entityType on create only (MigrationState.getDynamoUpdate has none)

@@ -17,7 +17,7 @@ No own CoordinatorState table at all: COMPLETE (Java 3.5 lands a new fleet in th
 table and writes no status). kcl-mp makes one exception, so that it stays joinable by the
 3.1-3.4 workers that create the own tables: when neither the own table nor any 3.5 state
 in the lease table exists and the config is false, it creates the own tables as 3.1-3.4 do
-(``Start.create_own``).
+(``InitialStatus.create_own``).
 
 The leader moves the fleet along (``leader_step``, Java's handleLeaderLockResult), from
 what its latest assignment round saw (``Summary``)::
@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Set
 from dataclasses import dataclass
 
-from kcl_mp.leases.rows import CoordinatorState, StateChange
+from kcl_mp.leases.rows import CoordinatorState
 
 INIT = "TABLE_MIGRATION_STATUS_INIT"
 DEPLOYED = "TABLE_MIGRATION_STATUS_DEPLOYED"
@@ -51,7 +51,6 @@ STATUSES = (INIT, DEPLOYED, PENDING, COMPLETE)
 DEPLOYED_BAKE_S = 3600  # TableMigrationState.DEFAULT_BAKE_TIME_SECONDS (INIT -> DEPLOYED, no key)
 COMPLETE_BAKE_MIN_S, COMPLETE_BAKE_MAX_S = 3600, 7 * 86400  # tableMigrationCompleteBakeTimeSeconds clamp
 SUPPORT_CODE = 1  # WorkerMetricStats.Features.SINGLE_TABLE_MIGRATION
-MAX_HISTORY = 10  # TableMigrationState.MAX_HISTORY_ENTRIES
 NOT_MOVED = ("Leader", "TableMigration3.5")  # the own table's rows the move leaves
 
 
@@ -60,31 +59,31 @@ class PhaseError(ValueError):
 
 
 @dataclass(frozen=True)
-class Start:
+class InitialStatus:
     status: str  # the local status
     create_own: bool = False  # create the own tables (kcl-mp's 3.1-3.4 compatible start, module docstring)
 
 
-def start(own_table_exists: bool, stored: str | None, migrate_all: bool, lease_table_has_state: bool) -> Start:
+def start(own_table_exists: bool, stored: str | None, migrate_all: bool, lease_table_has_state: bool) -> InitialStatus:
     """This worker's local status at start (TableMigrationStateMachineImpl.determineStatusForInitialization).
 
     >>> start(True, "TABLE_MIGRATION_STATUS_DEPLOYED", True, False).status
     'TABLE_MIGRATION_STATUS_PENDING'
     >>> start(False, None, False, False)
-    Start(status='TABLE_MIGRATION_STATUS_INIT', create_own=True)
+    InitialStatus(status='TABLE_MIGRATION_STATUS_INIT', create_own=True)
     """
     if stored == COMPLETE:
-        return Start(COMPLETE)
+        return InitialStatus(COMPLETE)
     if not own_table_exists:
         if migrate_all or lease_table_has_state:
-            return Start(COMPLETE)
-        return Start(INIT, create_own=True)
+            return InitialStatus(COMPLETE)
+        return InitialStatus(INIT, create_own=True)
     if stored is None:
         if migrate_all:
             raise PhaseError("migrateAllEntitiesToLeaseTable = true, but no TableMigration3.5 state exists: "
                              "deploy phase 1 (the key false) first, until the state is DEPLOYED")
-        return Start(INIT)
-    return Start(with_config(stored, migrate_all))
+        return InitialStatus(INIT)
+    return InitialStatus(with_config(stored, migrate_all))
 
 
 def with_config(stored: str, migrate_all: bool) -> str:
@@ -207,14 +206,14 @@ def leader_step(local: str, stored: CoordinatorState | None, summary: Summary, o
     return NONE
 
 
-def updated(stored: CoordinatorState | None, status: str, by: str, now_ms: int) -> CoordinatorState:
-    """The state after a write (TableMigrationState.update; a new one starts as INIT by ``by``
-    at ``now_ms``, which goes to its history, as Java's constructor then update do).
+def set_status(stored: CoordinatorState | None, status: str, by: str, now_ms: int) -> CoordinatorState:
+    """The state after a write (TableMigrationState.update, ``CoordinatorState.moved_to``; a new
+    one starts as INIT by ``by`` at ``now_ms``, which goes to its history, as Java's constructor
+    then update do).
 
-    >>> updated(None, "TABLE_MIGRATION_STATUS_INIT", "w1", 5).history
+    >>> set_status(None, "TABLE_MIGRATION_STATUS_INIT", "w1", 5).history
     (StateChange(value='TABLE_MIGRATION_STATUS_INIT', modified_by='w1', modified_at_ms=5),)
     """
     if stored is None:
         stored = CoordinatorState(INIT, by, now_ms, ())
-    history = (StateChange(stored.value, stored.modified_by, stored.modified_at_ms), *stored.history)
-    return CoordinatorState(status, by, now_ms, history[:MAX_HISTORY])
+    return stored.moved_to(status, by, now_ms)

@@ -85,7 +85,7 @@ class TableMigrator:
 
     # -- where things are ----------------------------------------------------------------
 
-    def start(self) -> tm.Start:
+    def start(self) -> tm.InitialStatus:
         """Settle the local status (raises DependencyError on Java's phase-order refusal)."""
         exists = table_status(self.client, self.own.coordinator_table) is not None
         self.stored = self._stored() if exists else None
@@ -191,7 +191,7 @@ class TableMigrator:
                 self.client.delete_item, TableName=self.own.coordinator_table, Key=_own_key(TABLE_MIGRATION_KEY)))
             return True
         assert step.status is not None
-        state = tm.updated(self.stored, step.status, self.me, self.clock_ms())
+        state = tm.set_status(self.stored, step.status, self.me, self.clock_ms())
         if step.kind == "move":
             self._move()
             if self._own_rows():

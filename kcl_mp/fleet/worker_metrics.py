@@ -21,6 +21,10 @@ with the operating range [100] (WorkerMetricsSelector's default: 100 % is fully 
                       opr = {"C": [100]} M of L of N
                   3.5 adds: entityType = WORKER_METRIC_STATS, sup = 1 N, slu = <epoch s> N
 
+kcl-mp's supervisor samples once per renewal round, not every second, and publishes every
+report period (``FleetRole.tick``); ``WorkerMetricsReporter.tick`` is Java's per-second
+cadence, which the tests drive.
+
 A leader counts a worker dead when its ``lut`` is older than two reporting periods
 (LeaseAssignmentManager.DEFAULT_NO_OF_SKIP_STAT_FOR_DEAD_WORKER_THRESHOLD), so the
 cadence matters as much as the values.

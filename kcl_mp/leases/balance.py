@@ -12,13 +12,8 @@ Both rules share the KCL's view of the fleet, built from one table scan:
    unowned ones first (priority assignment), then the other expired ones, each group
    in random order (``rng``) so racing workers spread out.
 
-They differ in stealing, when nothing is expired:
-
-``plan_leases_java`` (the KCL 2.x ``DynamoDBLeaseTaker``, kept as the reference the
-simulation benchmark compares against): steal from *the* most loaded worker (the first
-in a fixed order, so every thief in the fleet picks the same one), only if it holds at
-least ``target``: ``min(needed, its_count - target)`` leases, or 1 when that is 0 and
-``needed > 1``, at most maxLeasesToStealAtOneTime.
+They differ in stealing, when nothing is expired (the Java KCL 2.x taker's rule, the
+reference the simulation benchmark compares against, is ``devtools/java_rule.py``'s):
 
 ``plan_leases`` (kcl-mp): steal one lease at a time, up to ``min(needed,
 maxLeasesToStealAtOneTime)``, each from a worker holding at least two more than this
@@ -147,7 +142,7 @@ def is_started(lease: Lease, observation: Observation | None, leases: Mapping[st
 
 
 @dataclass(frozen=True)
-class _View:
+class TakerView:
     """The fleet as one worker sees it after a scan."""
 
     active: Mapping[str, Lease]
@@ -163,7 +158,7 @@ class _View:
 
 
 def _view(worker_id: str, leases: Mapping[str, Lease], observations: Mapping[str, Observation],
-          now: float, settings: LeaseSettings) -> _View:
+          now: float, settings: LeaseSettings) -> TakerView:
     failover_s = settings.failover_time_ms / 1000.0
     active = {key: lease for key, lease in leases.items() if not lease.is_shard_end}
     expired = tuple(sorted(k for k, lease in active.items()
@@ -175,11 +170,11 @@ def _view(worker_id: str, leases: Mapping[str, Lease], observations: Mapping[str
     target = 0
     if active:
         target = min(max(1, math.ceil(len(active) / len(live))), settings.max_leases_for_worker)
-    return _View(active, expired, counts, live, target, counts[worker_id])
+    return TakerView(active, expired, counts, live, target, counts[worker_id])
 
 
 @dataclass(frozen=True)
-class Fleet:
+class FleetFigures:
     """The fleet figures a scan gives (the metrics' total_leases, unclaimed_leases ...)."""
 
     total_leases: int  # finished ones included
@@ -188,13 +183,13 @@ class Fleet:
     worker_leases: dict[str, int]  # live worker -> open leases it holds (this worker always present)
 
 
-def fleet(worker_id: str, leases: Mapping[str, Lease], observations: Mapping[str, Observation], now: float,
-          settings: LeaseSettings) -> Fleet:
+def figures(worker_id: str, leases: Mapping[str, Lease], observations: Mapping[str, Observation], now: float,
+          settings: LeaseSettings) -> FleetFigures:
     view = _view(worker_id, leases, observations, now, settings)
-    return Fleet(len(leases), len(view.active), len(view.expired), dict(sorted(view.counts.items())))
+    return FleetFigures(len(leases), len(view.active), len(view.expired), dict(sorted(view.counts.items())))
 
 
-def _take_or_stay(view: _View, needed: int, rng: random.Random) -> Plan | None:
+def _take_or_stay(view: TakerView, needed: int, rng: random.Random) -> Plan | None:
     """Steps shared by both rules: nothing to do, or take expired leases; None: go on to steal."""
     if not view.active:
         return Plan(0, (), (), view.live, "no leases")
@@ -211,15 +206,17 @@ def _take_or_stay(view: _View, needed: int, rng: random.Random) -> Plan | None:
                 f"{view.summary}: taking {len(take)} of {len(view.expired)} available")
 
 
-def _stealable(view: _View, owner: str) -> list[str]:
+def stealable(view: TakerView, owner: str) -> list[str]:
+    """``owner``'s leases a thief may steal: unexpired and not being handed over."""
     gone = set(view.expired)
     return sorted(k for k, lease in view.active.items()
                   if lease.owner == owner and k not in gone and not lease.checkpoint_owner)
 
 
-def _start(worker_id: str, leases: Mapping[str, Lease], observations: Mapping[str, Observation], now: float,
-           settings: LeaseSettings, rng: random.Random) -> tuple[_View, int, Plan | None]:
-    """What both rules do first: the view, the leases needed, and the plan if taking decides."""
+def first_steps(worker_id: str, leases: Mapping[str, Lease], observations: Mapping[str, Observation], now: float,
+           settings: LeaseSettings, rng: random.Random) -> tuple[TakerView, int, Plan | None]:
+    """What both rules (this one and the Java 2.x one, devtools/java_rule.py) do first: the
+    view, the leases needed, and the plan if taking decides."""
     view = _view(worker_id, leases, observations, now, settings)
     needed = view.target - view.mine
     return view, needed, _take_or_stay(view, needed, rng)
@@ -235,7 +232,7 @@ def plan_leases(
     may_steal: bool = True,
 ) -> Plan:
     """kcl-mp's rule (see the module docstring). ``may_steal=False``: take expired only."""
-    view, needed, early = _start(worker_id, leases, observations, now, settings, rng)
+    view, needed, early = first_steps(worker_id, leases, observations, now, settings, rng)
     if early is not None:
         return early
     if not may_steal:
@@ -245,10 +242,9 @@ def plan_leases(
     pools: dict[str, list[str]] = {}
     unstarted: dict[str, int] = {}
     for owner in projected:
-        stealable = _stealable(view, owner)
-        pools[owner] = [k for k in stealable
-                        if is_started(leases[k], observations.get(k), leases, now, failover_s)]
-        unstarted[owner] = len(stealable) - len(pools[owner])
+        theirs = stealable(view, owner)
+        pools[owner] = [k for k in theirs if is_started(leases[k], observations.get(k), leases, now, failover_s)]
+        unstarted[owner] = len(theirs) - len(pools[owner])
     mine = view.mine
     steal: list[str] = []
     victims: list[str] = []
@@ -306,37 +302,3 @@ def plan_rescue(
     view = replace(view, expired=tuple(k for k in view.expired if k not in fresh))
     plan = _take_or_stay(view, view.target - view.mine, rng)
     return plan or Plan(view.target, (), (), view.live, f"{view.summary}: nothing abandoned")
-
-
-def plan_leases_java(
-    worker_id: str,
-    leases: Mapping[str, Lease],
-    observations: Mapping[str, Observation],
-    now: float,
-    settings: LeaseSettings,
-    rng: random.Random,
-) -> Plan:
-    """The Java KCL 2.x taker's rule (see the module docstring)."""
-    view, needed, early = _start(worker_id, leases, observations, now, settings, rng)
-    if early is not None:
-        return early
-    others = [(owner, count) for owner, count in sorted(view.counts.items()) if owner != worker_id]
-    if not others:
-        return Plan(view.target, (), (), view.live, f"{view.summary}: nothing to take")
-    top_owner, top_count = others[0]
-    for owner, count in others:  # Java keeps the first maximum of its map's iteration order
-        if count > top_count:
-            top_owner, top_count = owner, count
-    steal_count = 0
-    if top_count >= view.target:
-        steal_count = min(needed, top_count - view.target)
-        if needed > 1 and steal_count == 0:
-            steal_count = 1
-        steal_count = min(steal_count, settings.max_leases_to_steal_at_one_time)
-    if steal_count <= 0:
-        return Plan(view.target, (), (), view.live, f"{view.summary}: nothing to steal ({top_owner} holds {top_count})")
-    theirs = _stealable(view, top_owner)
-    rng.shuffle(theirs)
-    steal = tuple(theirs[:steal_count])
-    return Plan(view.target, (), steal, view.live,
-                f"{view.summary}: stealing {len(steal)} from {top_owner} (holds {top_count})")

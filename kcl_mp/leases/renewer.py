@@ -8,7 +8,7 @@ later lease's: renewed one after another, a round of 16 leases at 30 % throttlin
 seconds and expired leases.
 
 Fork safety: the threads live for one round only. ``renew_all`` starts them and joins them
-before it returns, and the supervisor forks shard workers only between rounds on its own
+before it returns, and the supervisor forks pool processes only between rounds on its own
 thread, so no renewal thread exists at a fork: none can hold a lock (logging's, botocore's,
 urllib3's pool) that a child needs. Only a request that outlives botocore's own timeouts
 (``client_limits``) could leave a thread behind; it is then reported as a failed renewal.

@@ -48,13 +48,17 @@ class RowError(ValueError):
 
 
 @dataclass(frozen=True)
-class LeaderLock:
-    """The leader's lock (the DynamoDB lock client's item)."""
+class LockView:
+    """The leader's lock row as stored (the DynamoDB lock client's item), for reports; the
+    election reads it as ``fleet.leader.Lock``."""
 
     owner: str
     lease_duration_ms: int
     record_version: str
     released: bool  # isReleased "1": given up without deleting the item
+
+
+MAX_HISTORY = 10  # a coordinator state's history entries (Java's MAX_HISTORY_ENTRIES)
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,17 @@ class CoordinatorState:
     modified_by: str
     modified_at_ms: int
     history: tuple[StateChange, ...]  # newest first
+
+    def moved_to(self, value: str, by: str, now_ms: int) -> CoordinatorState:
+        """The state after ``by`` sets ``value`` at ``now_ms``: the old value goes to the front of
+        the history, which keeps MAX_HISTORY entries (Java's MigrationState and
+        TableMigrationState both keep MAX_HISTORY_ENTRIES).
+
+        >>> CoordinatorState("A", "w1", 1, ()).moved_to("B", "w2", 2).history
+        (StateChange(value='A', modified_by='w1', modified_at_ms=1),)
+        """
+        before = StateChange(self.value, self.modified_by, self.modified_at_ms)
+        return CoordinatorState(value, by, now_ms, ((before,) + self.history)[:MAX_HISTORY])
 
     def attributes(self, name: str) -> dict[str, dict[str, Any]]:
         """The item's state attributes as Java writes them (``name``: cv or tm; no key,
@@ -103,7 +118,7 @@ class WorkerMetrics:
     support_updated_s: int | None = None  # slu: when the support code was last reported (3.5)
 
 
-View = LeaderLock | CoordinatorState | WorkerMetrics
+View = LockView | CoordinatorState | WorkerMetrics
 
 
 @dataclass(frozen=True)
@@ -133,7 +148,7 @@ class OtherRow:
         'leader lock held by w1 (leaseDuration 120000 ms)'
         """
         view = self.view
-        if isinstance(view, LeaderLock):
+        if isinstance(view, LockView):
             if view.released:
                 return f"leader lock released by {view.owner}"
             return f"leader lock held by {view.owner} (leaseDuration {view.lease_duration_ms} ms)"
@@ -210,7 +225,7 @@ def _view(key: str, entity_type: str | None, item: Item) -> View | None:
     return None
 
 
-def leader_view(item: Item) -> LeaderLock:
+def leader_view(item: Item) -> LockView:
     """The lock item as the lock client reads it: ``leaseDuration`` a whole number of ms as a string.
 
     >>> try:
@@ -222,7 +237,7 @@ def leader_view(item: Item) -> LeaderLock:
     duration = _string(item.get("leaseDuration"), "leaseDuration")
     if not (duration.isascii() and duration.isdigit() and len(duration) <= 18):
         raise RowError(f"leaseDuration {quoted(duration)} is not a whole number")
-    return LeaderLock(_string(item.get("ownerName"), "ownerName"), int(duration),
+    return LockView(_string(item.get("ownerName"), "ownerName"), int(duration),
                       _string(item.get("recordVersionNumber"), "recordVersionNumber"), _s(item, "isReleased") == "1")
 
 

@@ -52,12 +52,12 @@ own (a Java worker does not check it). The handoff start does not bump the count
 the old owner keeps renewing (nobody sees the lease expire) until it has checkpointed.
 UpdateItem never touches attributes it does not name, so whatever a Java worker stored
 stays. A checkpoint does not bump
-``leaseCounter``: only the supervisor's renewals do, so the shard worker (another process)
+``leaseCounter``: only the supervisor's renewals do, so the shard's driver (in a pool process)
 never races its own supervisor; fencing comes from the owner condition instead.
 
 A lost race (ConditionalCheckFailed) is a ``None``/``False`` result (so is a write whose
 returned row is no longer a lease: someone edited a value meanwhile), not an exception, and a
-checkpoint not stored is an ``errors.CheckpointOutcome`` (the shard worker's processor gets
+checkpoint not stored is an ``errors.CheckpointOutcome`` (the shard driver's processor gets
 its Java name from ``multilang.wire``); every other failure is translated to
 ``errors.DependencyError``.
 """
@@ -304,7 +304,7 @@ class LeaseTable:
             {":children": {"SS": sorted(children)}}, f"recording the children of lease {key}",
         ) is not None
 
-    # -- the checkpoint write (the shard worker's) ------------------------------------
+    # -- the checkpoint write (the shard driver's) ------------------------------------
 
     def checkpoint(self, key: str, owner: str, position: ExtendedSequenceNumber) -> CheckpointOutcome | None:
         """Store a checkpoint if ``owner`` still holds the lease; None when stored, else why not."""

@@ -1,7 +1,7 @@
 """What kcl-mp measures, each metric named once, and how samples become CloudWatch data.
 
 Pure: no boto3, no sockets. The supervisor records samples as things happen (a renewal
-round, a progress report from a shard worker, a table scan) into a ``Recorder``, which
+round, a progress report from a shard's driver, a table scan) into a ``Recorder``, which
 keeps one statistic set (count, sum, min, max, last) per metric and label. Once a second
 it ships what it recorded, with the current gauges, to the metrics process
 (``metrics.process``), which feeds ``CloudWatchBuffer`` and the Prometheus endpoint.
@@ -228,7 +228,7 @@ class Recorder:
             stat.add(value)
 
     def merge(self, samples: Samples) -> None:
-        """Fold in what another recorder drained (a shard worker's, sent over its pipe)."""
+        """Fold in what another recorder drained (a pool process's, sent over its pipe)."""
         if not self.enabled:
             return
         for key, stat in samples.items():

@@ -1,9 +1,9 @@
 """The metrics process: CloudWatch publishing and the Prometheus endpoint, off the supervisor.
 
-Forked by the supervisor at start, before any shard worker and before any thread, when
+Forked by the supervisor at start, before any pool process and before any thread, when
 metricsLevel is not NONE or kclmp.metricsPort is set. Why a process: a slow CloudWatch
 call or a slow scrape never holds the supervisor's GIL or its renewals, and the supervisor
-keeps no threads, so forking shard workers stays safe.
+keeps no threads, so forking pool processes stays safe.
 
     supervisor --(pipe: one JSON line a second)--> metrics process
         samples (statistic sets recorded since the last line), gauges (the current view),
@@ -11,11 +11,11 @@ keeps no threads, so forking shard workers stays safe.
 
     metrics process
         main thread   reads the pipe, folds samples into the Prometheus counters and the
-                      CloudWatch buffer (``metrics.CloudWatchBuffer``)
+                      CloudWatch buffer (``metrics.catalogue.CloudWatchBuffer``)
         publisher     PutMetricData when the buffer is due (metricsBufferTimeMillis or
                       metricsMaxQueueSize), in batches; a failure keeps the data for the
                       next try
-        http          /metrics (prometheus-client text format), /healthz (``metrics.health``):
+        http          /metrics (prometheus-client text format), /healthz (``metrics.catalogue.health``):
                       one thread, bounded connections and timeouts (``metrics.http``)
 
 The supervisor never blocks on the pipe: a line that does not fit waits for the next turn
@@ -129,7 +129,7 @@ def start(config: Config, log_level: str, log_format: str) -> Link:
         os.set_blocking(write_fd, False)
         link = Link(process, write_fd)
         atexit.register(link.close)  # runs before multiprocess's own exit handler (registered at its import)
-        os.register_at_fork(after_in_child=link.forget)  # shard workers must not hold the pipe open
+        os.register_at_fork(after_in_child=link.forget)  # pool processes must not hold the pipe open
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     log = logging.getLogger("kcl_mp.supervisor")
@@ -153,7 +153,7 @@ class Exporter:
         self.lock = threading.Lock()
         self.totals: Samples = {}
         self.gauges: dict[str, dict[str, float]] = {}
-        self.lease_gauges: dict[tuple[str, str], float] = {}  # measured by shard workers: the last sample
+        self.lease_gauges: dict[tuple[str, str], float] = {}  # measured by the shards' drivers: the last sample
         self.state: dict[str, Any] = {}
         self.received_at: float | None = None
         self.info = {"worker": config.worker_id, "application": config.application_name,

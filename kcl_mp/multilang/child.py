@@ -7,8 +7,8 @@ reads and writes the child concurrently (PROTOCOL.md 2), and so does this:
   ``ChildStdout``, which queues the messages (lines Java would skip are logged at once and
   never queued) and keeps a note of every line Java would not take as the child meant
   (``take_notes``: what the conformance kit reports);
-- a thread reads stderr and logs each line whole with the shard id, within a line budget
-  (``processor_stderr``: a cut line says so, dropped lines are reported once a window and
+- a thread reads stderr (``stderr_reader``) and logs each line whole with the shard id,
+  within a line budget (``child_stderr``: a cut line says so, dropped lines are reported once a window and
   counted in ``stderr_dropped``), and keeps the last lines for error messages;
 - the calling thread writes to the child's stdin (non-blocking, so a child that stops
   reading cannot hold it past ``timeout_s``) and takes queued messages while a status is
@@ -37,9 +37,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from kcl_mp.errors import (
@@ -50,17 +48,20 @@ from kcl_mp.errors import (
     ProcessorTimeoutError,
     ProtocolError,
 )
-from kcl_mp.logs import LineBudget, redact_cut
-from kcl_mp.multilang.child_stderr import BYTES_PER_WINDOW, LINES_PER_WINDOW, Dropped, Event, StderrLines
+from kcl_mp.logs import LineBudget
+from kcl_mp.multilang.child_stderr import BYTES_PER_WINDOW, LINES_PER_WINDOW, StderrLines
 from kcl_mp.multilang.child_stdout import EOF, ChildStdout
 from kcl_mp.multilang.command import resolve_command
 from kcl_mp.multilang.protocol import Conversation, Done, Reply, Store
-from kcl_mp.multilang.wire import LEASE_MOVED, Batch, LineSplitter, Message, StdoutNote, checkpoint_error
+from kcl_mp.multilang.stderr_reader import StderrReader
+from kcl_mp.multilang.stdout_notes import StdoutNote
+from kcl_mp.multilang.wire import Batch, Message, checkpoint_error
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.worker.usage import signal_group, start_time
 
-# None when stored, else why not: the lease table's outcome, or a Java error name sent as is
-# (the conformance kit's scripted errors; the shard worker's fencing, until it returns outcomes).
+# None when stored, else why not: the lease table's outcome (the shard driver's checkpointer,
+# kcl_mp/worker/shard_worker.py), or a Java error name sent as is (the conformance kit's
+# scripted errors). The outcome stays an enum until ``_store`` names it on the wire.
 Checkpointer = Callable[[ExtendedSequenceNumber], "CheckpointOutcome | str | None"]
 
 POLL_S = 0.25  # how often a wait looks at the child's exit status
@@ -69,7 +70,6 @@ TERM_WAIT_S = 2.0  # between SIGTERM and SIGKILL
 MIN_EXIT_WAIT_S = 0.5  # even with grace 0, a child that exits at EOF (all clients do) is not signalled
 MAX_QUEUED = 100_000  # protocol messages written without being asked for: a broken child
 MAX_QUEUED_BYTES = 16 << 20  # and their lines' bytes (5,000 status lines of 65 KB: 330 MB otherwise)
-STDERR_TAIL = 20
 LOG_LINES_PER_WINDOW = 200
 LOG_WINDOW_S = 10.0
 _MAX_LOGGED_CHARS = 2000
@@ -96,11 +96,8 @@ class ProcessorChild:
         self.started: int | None = None  # the child's start time (clock ticks since boot)
         self._stdin_fd = -1
         self._stdout = ChildStdout(shard_id, MAX_QUEUED, MAX_QUEUED_BYTES)
-        self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
-        self._tail_lock = threading.Lock()  # copying a deque while another thread appends raises
-        self._stderr = StderrLines(stderr_lines_per_10s, bytes_per_window=stderr_bytes_per_10s)
-        self.stderr_level = stderr_level  # kclmp.processorStderrLevel
-        self.stderr_dropped = 0  # stderr lines not logged so far (the stderr thread adds, others read)
+        self._stderr = StderrReader(shard_id, log, StderrLines(stderr_lines_per_10s,
+                                                               bytes_per_window=stderr_bytes_per_10s), stderr_level)
         self._readers: list[threading.Thread] = []
         self._closed = False
         self.lease_moved = False  # a checkpoint was refused because the lease is another worker's
@@ -127,12 +124,16 @@ class ProcessorChild:
         except OSError:
             pass  # a smaller pipe only means more wake-ups
         os.set_blocking(self._stdin_fd, False)
-        for name, target, args in (
-                ("stdout", self._pump, (proc.stdout.fileno(), "stdout", self._stdout.splitter, self._stdout_line)),
-                ("stderr", self._read_stderr, (proc.stderr.fileno(),))):
-            thread = threading.Thread(target=target, args=args, daemon=True, name=f"{name}-{self.shard_id}")
+        for name, target, fd in (("stdout", self._read_stdout, proc.stdout.fileno()),
+                                 ("stderr", self._stderr.run, proc.stderr.fileno())):
+            thread = threading.Thread(target=target, args=(fd,), daemon=True, name=f"{name}-{self.shard_id}")
             thread.start()
             self._readers.append(thread)
+
+    @property
+    def stderr_dropped(self) -> int:
+        """Stderr lines not logged so far (over kclmp.processorStderrLinesPer10s / BytesPer10s)."""
+        return self._stderr.dropped
 
     @property
     def pid(self) -> int | None:
@@ -256,10 +257,10 @@ class ProcessorChild:
         except Exception as exc:  # the child must still get an answer
             self.log.exception("checkpointing %s at %s failed", self.shard_id, position)
             return checkpoint_error(exc)
-        error = outcome if isinstance(outcome, str) else checkpoint_error(outcome)
-        if error is None:
+        error = outcome if isinstance(outcome, str) else checkpoint_error(outcome)  # the name on the wire
+        if outcome is None:
             self.log.debug("checkpointed %s at %s", self.shard_id, position)
-        elif error == LEASE_MOVED:
+        elif outcome is CheckpointOutcome.LEASE_MOVED:
             self.lease_moved = True
             self.log.warning("checkpoint of %s at %s refused: the lease now belongs to another worker",
                              self.shard_id, position)
@@ -350,84 +351,37 @@ class ProcessorChild:
                 what = f"was killed by signal {-code}"
         else:
             what = f"exited with status {code}"
-        with self._tail_lock:
-            tail = list(self._stderr_tail)
+        tail = self._stderr.tail()
         detail = ("; last stderr lines:\n    " + "\n    ".join(tail)) if tail else "; it wrote nothing to stderr"
         return ProcessorExitedError(f"processor for {self.shard_id} (pid {self._proc.pid}) {what} {when}{detail}")
 
     # -- reader threads ----------------------------------------------------------------------
 
-    def _pump(self, fd: int, stream: str, splitter: LineSplitter,
-              handle: Callable[[bytes, LineBudget], None]) -> None:
-        """Read one of the child's pipes to EOF, a line at a time (a reader thread's body). Only
-        the pipe ends it: a line it cannot take is logged and skipped (Java skips a line its
-        mapper rejects), never taken for the end of the child's stdout."""
+    def _read_stdout(self, fd: int) -> None:
+        """The stdout reader thread's body: the pipe to EOF, a line at a time. Only the pipe ends
+        it: a line it cannot take is logged and skipped (Java skips a line its mapper rejects),
+        never taken for the end of the child's stdout."""
         budget = LineBudget(LOG_LINES_PER_WINDOW, LOG_WINDOW_S)
+        splitter = self._stdout.splitter
         try:
             while True:
                 try:
                     chunk = os.read(fd, 1 << 16)
                 except (OSError, ValueError):
                     break  # closed under us during close()
-                lines = splitter.feed(chunk) if chunk else splitter.end()
-                for raw in lines:
-                    self._take_line(handle, raw, budget, stream)
+                for raw in splitter.feed(chunk) if chunk else splitter.end():
+                    try:
+                        if (said := self._stdout.line(raw)) is not None:
+                            level, msg, args = said
+                            self._log_limited(budget, "stdout", level, msg, *args)
+                    except Exception:  # a bug, not the child's: the line is lost, the reader goes on
+                        self.log.exception("processor for %s: a %s line of %d bytes could not be read and was "
+                                           "skipped", self.shard_id, "stdout", len(raw))
                 if not chunk:
                     break
         finally:
-            self._report_dropped(budget.flush(), stream)
-            if stream == "stdout":
-                self._stdout.messages.put(EOF)
-
-    def _take_line(self, handle: Callable[[bytes, LineBudget], None], raw: bytes, budget: LineBudget,
-                   stream: str) -> None:
-        try:
-            handle(raw, budget)
-        except Exception:  # a bug, not the child's: the line is lost, the reader goes on
-            self.log.exception("processor for %s: a %s line of %d bytes could not be read and was skipped",
-                               self.shard_id, stream, len(raw))
-
-    def _stdout_line(self, raw: bytes, budget: LineBudget) -> None:
-        said = self._stdout.line(raw)
-        if said is not None:
-            level, msg, args = said
-            self._log_limited(budget, "stdout", level, msg, *args)
-
-    def _read_stderr(self, fd: int) -> None:
-        """The stderr reader thread's body. It wakes when a window with dropped lines closes,
-        so they are reported then, even if the child has gone quiet."""
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        try:
-            while True:
-                due = self._stderr.report_due()
-                if poller.poll(-1 if due is None else max(1, int((due - time.monotonic()) * 1000) + 1)):
-                    chunk = os.read(fd, 1 << 16)
-                    if not chunk:
-                        break
-                    self._log_stderr(self._stderr.feed(chunk, time.monotonic()))
-                else:
-                    self._log_stderr(self._stderr.tick(time.monotonic()))
-        except (OSError, ValueError):
-            pass  # closed under us during close()
-        finally:
-            self._log_stderr(self._stderr.end(time.monotonic()))
-
-    def _log_stderr(self, events: list[Event]) -> None:
-        for event in events:
-            if isinstance(event, Dropped):
-                self.stderr_dropped += event.lines
-                self.log.warning("processor for %s wrote more to stderr than kclmp.processorStderrLinesPer10s = %d "
-                                 "with kclmp.processorStderrBytesPer10s = %d allows: %d lines (%d bytes) were not "
-                                 "logged in the last %g s", self.shard_id, self._stderr.lines_per_window,
-                                 self._stderr.bytes_per_window, event.lines, event.bytes, event.window_s)
-                continue
-            # a secret cut by a limit is no longer a whole secret: the scrubber is told where the cut is
-            with self._tail_lock:
-                self._stderr_tail.append(redact_cut(event.text[:300]) if len(event.text) > 300 else event.text)
-            if event.logged:  # Java logs every stderr line at ERROR; here kclmp.processorStderrLevel says
-                text = redact_cut(event.text) if event.cut_bytes else event.text
-                self.log.log(self.stderr_level, "processor stderr: %s", replace(event, text=text).render())
+            self._report_dropped(budget.flush(), "stdout")
+            self._stdout.messages.put(EOF)
 
     def _log_limited(self, budget: LineBudget, stream: str, level: int, msg: str, *args: Any) -> None:
         allowed, dropped = budget.allow()

@@ -29,22 +29,8 @@ import threading
 from collections import deque
 from typing import Any
 
-from kcl_mp.multilang.wire import (
-    DRAINED,
-    IGNORED,
-    LATE,
-    NOTE_CHARS,
-    SKIPPED,
-    TEXT,
-    LineSplitter,
-    Message,
-    Skip,
-    Status,
-    StdoutNote,
-    oversized,
-    parse_line,
-    silence,
-)
+from kcl_mp.multilang.stdout_notes import DRAINED, IGNORED, LATE, NOTE_CHARS, SKIPPED, TEXT, StdoutNote, silence
+from kcl_mp.multilang.wire import LineSplitter, Message, Skip, Status, oversized, parse_line
 
 EOF = object()  # the last item of ``messages``
 NOTES_KEPT = 50  # the latest notes not yet taken

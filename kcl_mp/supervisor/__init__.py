@@ -1,1 +1,1 @@
-"""The host process: the loop that owns leases, starts shard workers and acts on their exits."""
+"""The host process: the loop that owns leases, hands shards to the pool processes and acts on their ends."""

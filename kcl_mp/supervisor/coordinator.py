@@ -4,7 +4,7 @@ It renews what this worker holds (all at once: ``renewer``), scans the table to 
 steal (``balance`` decides, this module writes), runs the KCL 3.x graceful handoff in both
 directions, and keeps the table in step with the stream's shards (a ``ShardSyncer`` it
 holds). It never touches processes: it reports what changed and the supervisor starts,
-stops or warns shard workers accordingly.
+stops or warns the shards' drivers accordingly.
 
 A steal is a handoff, so a planned rebalance re-delivers nothing::
 
@@ -101,7 +101,7 @@ class LeaseCoordinator:
     avoid: dict[str, float] = field(default_factory=dict)  # key -> until when this host does not take it
     last_steal_at: float = float("-inf")
     metrics: Recorder = field(default_factory=lambda: Recorder(enabled=False))
-    figures: balance.Fleet | None = None  # the fleet as the last scan saw it
+    figures: balance.FleetFigures | None = None  # the fleet as the last scan saw it
     renewals: LeaseTable | None = None  # through the renewals' own client (renewer.renewal_table); None: table
     wall: Callable[[], float] = time.time
 
@@ -117,7 +117,7 @@ class LeaseCoordinator:
         self.sync = ShardSyncer(self.config, self.table, self.kinesis, self.log, self.view)
 
     def record_bytes(self, key: str, nbytes: int) -> None:
-        """Bytes a shard worker handed its processor: the lease's throughputKBps (KCL 3.x)."""
+        """Bytes a shard's driver handed its processor: the lease's throughputKBps (KCL 3.x)."""
         self.throughput.record(key, nbytes, int(self.wall() * 1000))
 
     def _renewal_attributes(self, key: str) -> dict[str, Any]:
@@ -147,10 +147,15 @@ class LeaseCoordinator:
 
     # -- start-up ---------------------------------------------------------------------
 
-    def adopt_own_leases(self, leases: list[Lease], why: str = "from an earlier run of this worker id") -> None:
+    def adopt_own_leases(self, leases: list[Lease], why: str = "from an earlier run of this worker id",
+                         taken_at: Mapping[str, float] | None = None) -> None:
         """Pick up where an earlier run of this worker id left off (as Java does), or what a
-        3.x leader assigned to this worker."""
+        3.x leader assigned to this worker. ``taken_at``: the leases this host's own leader
+        round just took for it, each with when the take was sent: that write set the owner
+        and moved the counter, as a renewal does, so they are held as written (Java's
+        DynamoDBLeaseDiscoverer hands an assigned lease to the renewer without a write)."""
         now = self.clock()
+        taken_at = taken_at or {}
         for lease in leases:
             if lease.is_shard_end:
                 continue
@@ -160,9 +165,9 @@ class LeaseCoordinator:
             elif lease.owner == self.me and lease.checkpoint_owner:
                 self.incoming[lease.key] = Incoming(lease, now, now)
             elif lease.owner == self.me:
-                renewed = self.table.renew(lease, self.me)
+                renewed = lease if lease.key in taken_at else self.table.renew(lease, self.me)
                 if renewed is not None:
-                    self.held[lease.key] = Held(renewed, now)
+                    self.held[lease.key] = Held(renewed, taken_at.get(lease.key, now))
                     self.log.info("kept lease %s %s", lease.key, why)
 
     # -- renewing ---------------------------------------------------------------------
@@ -270,7 +275,7 @@ class LeaseCoordinator:
         assigned here (this host's own assignments at once)."""
         self.fleet.follow()
         if self._index_follower():
-            return self._discover()
+            return self._discover_by_index()
         try:
             leases = {lease.key: lease for lease in self.table.list_leases()}
         except DependencyError as exc:
@@ -283,11 +288,15 @@ class LeaseCoordinator:
             self.drop(key, f"the lease table shows {holder or 'nobody'} holding it")
         if not self.fleet.role.takes:
             before = set(self.held)
-            leases.update(self.fleet.lead(leases))
+            sent_at = self.clock()  # no later than any write of the round
+            written = self.fleet.lead(leases)
+            leases.update(written)
             if self.fleet.rescues():
                 self._rescue(leases)
-            self.adopt_own_leases(self.fleet.discover(leases.values(), [*self.held, *self.incoming]),
-                                  "assigned by the leader")
+            taken = {key: sent_at for key, lease in written.items()
+                     if lease.owner == self.me and not lease.checkpoint_owner}
+            self.adopt_own_leases(self.fleet.assigned_here(leases.values(), [*self.held, *self.incoming]),
+                                  "assigned by the leader", taken)
             return tuple(key for key in self.held if key not in before)
         self.fleet.monitor_flip(leases)
         now = self.clock()
@@ -338,7 +347,7 @@ class LeaseCoordinator:
         return (not self.fleet.role.takes and not self.fleet.is_leader() and not self.fleet.rescues()
                 and self.discovery.usable())
 
-    def _discover(self) -> tuple[str, ...]:
+    def _discover_by_index(self) -> tuple[str, ...]:
         """The leases the leader assigned here, through the index; losses show in the renewals."""
         before = set(self.held)
         try:
@@ -364,7 +373,7 @@ class LeaseCoordinator:
         (Java's TakeLeases ExpiredLeases), those left plus the expired ones it took."""
         left = {**found, **{key: self.held[key].lease for key in acquired}}
         observations = balance.observe(self.observations, left.values(), now)
-        self.figures = fleet = balance.fleet(self.me, left, observations, now, self.config.lease)
+        self.figures = fleet = balance.figures(self.me, left, observations, now, self.config.lease)
         self.metrics.add("unclaimed_leases", fleet.unclaimed + taken_expired)
         self.metrics.add("total_leases", fleet.total_leases)
         self.metrics.add("total_shards", fleet.open_leases)

@@ -5,11 +5,17 @@ or a message from a pool process), handle what arrived, then do what is due:
 
     renew   every failoverTimeMillis/3 - 25 ms: bump the counter of each held lease, all
             at once (``renewer``: at most maxLeaseRenewalThreads in flight, each retried
-            only while its lease is still ours); a lease that cannot be renewed is lost and its worker told so; a lease
-            another worker asked for gets its processor stopped for a last checkpoint
-    scan    every failoverTimeMillis + 25 ms: take expired leases; once per take interval
-            (2 * (failoverTimeMillis + 25 ms)) also steal to balance (``balance`` decides,
-            ``lease_coordinator`` writes)
+            only while its lease is still ours); a lease that cannot be renewed is lost and its
+            shard told so; a lease another worker asked for gets its processor stopped for a
+            last checkpoint. In a KCL 3.x role the same step runs the leader election's
+            heartbeat and publishes this worker's metrics item, each when due
+            (``fleet.role.FleetRole.tick``)
+    scan    in a 2.x role every failoverTimeMillis + 25 ms: take expired leases; once per take
+            interval (2 * (failoverTimeMillis + 25 ms)) also steal to balance (``balance``
+            decides, ``coordinator`` writes). In a 3.x role (the default) every renewal
+            interval: the leader assigns the fleet's leases (``fleet.assignment_round``
+            decides, ``fleet.role`` writes) and a follower takes up what the leader assigned
+            it, through the owner index (``fleet.discovery``)
     sync    every shardSyncIntervalMillis: delete finished leases whose children are being
             processed; list the shards only if the leases leave a gap (``shard_sync.audit``)
     parents every parentShardPollIntervalMillis: re-read the parents held children wait for
@@ -86,7 +92,8 @@ from kcl_mp.supervisor import restart_policy
 from kcl_mp.supervisor.coordinator import LeaseCoordinator, Renewal
 from kcl_mp.supervisor.progress import render, shard_state
 from kcl_mp.supervisor.restart_policy import Action
-from kcl_mp.supervisor.shards import Shards, Worker
+from kcl_mp.supervisor.shard_life import CHECKPOINTED, TOLD_LOST, Event, ShardState
+from kcl_mp.supervisor.shards import RunningShard, Shards
 from kcl_mp.supervisor.signals import SignalQueue, StartupInterrupted
 from kcl_mp.supervisor.starts import Restart, Starts
 from kcl_mp.supervisor.steps import MAX_FAILURES, Steps
@@ -117,7 +124,6 @@ class Supervisor:
         self.consumer_arn: str | None = None  # enhanced fan-out's consumer, found or registered at start
         self.loop_lag_s = 0.0
         self.shards = Shards(self.config, self.log_level, self.log_format, self.log, self.metrics, self.clock)
-        self.workers = self.shards.workers  # key -> Worker: the shards running here
         self.starts = Starts(self.config.lease.failover_time_ms / 1000.0, self.log)
         self.restarts = self.starts.restarts  # key -> Restart: shards waiting to be restarted
         self.counters: Counter[str] = Counter()  # events an operator should see (the metrics issue publishes them)
@@ -236,7 +242,7 @@ class Supervisor:
         """Everything before the loop, in an order that writes nothing for a stream that
         does not exist. An error raises (the CLI prints it; exit 1); a signal ends the
         start-up at once, even inside a call that is waiting or retrying."""
-        if self.metrics.enabled:  # first: it must be forked before any thread or worker exists
+        if self.metrics.enabled:  # first: it must be forked before any thread or pool process exists
             self.metrics_link = metrics_process.start(self.config, self.log_level, self.log_format)
         self.signals.starting = True
         self.signals.install()
@@ -268,7 +274,7 @@ class Supervisor:
         self.signals.starting = False  # from here a signal is queued for the loop: the graceful stop
         # Everything made so far (modules, service models, clients) is shared with the pool
         # processes forked from here on; keep the collector from touching it, so those pages
-        # stay shared instead of being copied into every worker (gc.freeze's purpose).
+        # stay shared instead of being copied into every pool process (gc.freeze's purpose).
         gc.freeze()
 
     def _after_sync(self, ok: bool, now: float) -> None:
@@ -292,25 +298,25 @@ class Supervisor:
                 continue
             pool = self.shards.pools.by_conn(item)
             if pool is not None:
-                for worker, message in self.shards.read(pool):
-                    self._act(worker, message)
+                for shard, message in self.shards.read(pool):
+                    self._act(shard, message)
 
-    def _act(self, worker: Worker, message: channel.FromPool) -> None:
+    def _act(self, shard: RunningShard, message: channel.FromPool) -> None:
         """A shard's report that concerns its lease."""
         match message:
-            case channel.ShutdownReady() if worker.handing_off:
-                self.leases.finish_handoff(worker.key)
-                self.shards.tell(worker, channel.LeaseLost)
+            case channel.ShutdownReady() if shard.state is ShardState.HANDED_OVER:
+                self.leases.finish_handoff(shard.key)
+                self.shards.tell(shard, channel.LeaseLost)
             case channel.Progress(delivered_bytes=delivered_bytes):
-                self.leases.record_bytes(worker.key, delivered_bytes - worker.bytes_seen)
-                worker.bytes_seen = delivered_bytes
+                self.leases.record_bytes(shard.key, delivered_bytes - shard.bytes_seen)
+                shard.bytes_seen = delivered_bytes
             case channel.LeaseMoved():
-                self.leases.drop(worker.key, "a checkpoint was refused: the lease belongs to another worker")
+                self.leases.drop(shard.key, "a checkpoint was refused: the lease belongs to another worker")
             case channel.Children(children=children):
-                if self.leases.sync.create_children(worker.key, children):
+                if self.leases.sync.create_children(shard.key, children):
                     self.due["scan"] = self.clock()  # take the new leases now, not a scan later
                 else:
-                    self.log.info("shard %s ended without ChildShards: syncing shards now", worker.key)
+                    self.log.info("shard %s ended without ChildShards: syncing shards now", shard.key)
                     self.due["sync"] = self.clock()
 
     def handle_signals(self) -> None:
@@ -334,16 +340,15 @@ class Supervisor:
 
     def handle_renewal(self, renewal: Renewal) -> None:
         for key in renewal.lost:
-            worker = self.workers.get(key)
-            if worker is not None and worker.told_lost_at is None:
-                self.shards.tell(worker, channel.LeaseLost)
+            shard = self.shards.active.get(key)
+            if shard is not None and shard.state not in TOLD_LOST:
+                self.shards.tell(shard, channel.LeaseLost)
         for key in renewal.handoffs:
-            worker = self.workers.get(key)
-            if worker is None or worker.told_lost_at is not None:
+            shard = self.shards.active.get(key)
+            if shard is None or shard.state in TOLD_LOST:
                 self.leases.finish_handoff(key)  # no processor to stop: its last checkpoint stands
             else:
-                worker.handing_off = True
-                self.shards.tell(worker, channel.Shutdown)
+                self.shards.ask_shutdown(shard, Event.HANDOFF)
         for key in renewal.acquired:
             self.restarts.pop(key, None)
 
@@ -357,29 +362,29 @@ class Supervisor:
     def spawn_workers(self) -> None:
         if self.stopping:
             return
-        for key in self.starts.choose(self.leases.held, self.workers, self.clock(), self.leases.waiting_for):
+        for key in self.starts.choose(self.leases.held, self.shards.active, self.clock(), self.leases.waiting_for):
             held = self.leases.held[key]
             self.shards.start(key, held.lease.checkpoint or _fresh(self.config), self.consumer_arn, held.renewed_at)
 
     def reap_workers(self) -> None:
         ended, actions = self.shards.ended(self._lost_wait_s())
-        for worker, message in actions:
-            self._act(worker, message)
-        for worker in ended:
-            self._after_exit(worker, worker.exit_code, self.clock())
+        for shard, message in actions:
+            self._act(shard, message)
+        for shard in ended:
+            self._after_exit(shard, shard.exit_code, self.clock())
 
-    def _after_exit(self, worker: Worker, code: int | None, now: float) -> None:
+    def _after_exit(self, shard: RunningShard, code: int | None, now: float) -> None:
         """Gather the facts, let ``restart_policy.after_exit`` decide, carry the decision out."""
-        key = worker.key
-        if not worker.shard_end and worker.handing_off and not worker.shutdown_ready and key in self.leases.held:
+        key = shard.key
+        if not shard.shard_end and shard.state is ShardState.HANDING_OFF and key in self.leases.held:
             self.leases.finish_handoff(key)  # it died while stopping: the last checkpoint stands
         cannot_start = code == EXIT_START
-        if key in self.leases.held and not (self.stopping or worker.shard_end or cannot_start):
+        if key in self.leases.held and not (self.stopping or shard.shard_end or cannot_start):
             self.leases.refresh(key)  # a restart resumes from the last checkpoint its predecessor wrote
         held = self.leases.held.get(key)
-        gone = restart_policy.Gone(worker.shard_end, code, worker.failure, now - worker.started_at, held is not None,
+        gone = restart_policy.Gone(shard.shard_end, code, shard.failure, now - shard.started_at, held is not None,
                                    self.stopping, held is not None and held.lease.is_shard_end, cannot_start,
-                                   code == EXIT_PROCESSOR, worker.told_lost_at is not None)
+                                   code == EXIT_PROCESSOR, shard.state in TOLD_LOST)
         decision = restart_policy.after_exit(gone, self.restarts.get(key, Restart()).attempts, self.config.processor,
                                              self.rng)
         self.counters.update(decision.counters)
@@ -434,10 +439,10 @@ class Supervisor:
     def show_progress(self, stopped: bool = False) -> None:
         now = self.clock()
         avoid = {key: until - now for key, until in self.leases.avoid.items() if until > now}
-        keys = {*self.leases.held, *self.workers, *self.restarts, *avoid, *self.ended}
+        keys = {*self.leases.held, *self.shards.active, *self.restarts, *avoid, *self.ended}
         restarts = {key: (r.attempts, r.not_before - now) for key, r in self.restarts.items()
-                    if key not in self.workers}
-        states = {key: shard_state(key in self.workers, restarts.get(key), self.config.processor.max_restarts,
+                    if key not in self.shards.active}
+        states = {key: shard_state(key in self.shards.active, restarts.get(key), self.config.processor.max_restarts,
                                    avoid.get(key), self.starts.waiting.get(key, ()), key in self.ended)
                   for key in keys}
         print(render(list(self.shards.progress.values()), states, len(self.leases.held), now,
@@ -449,14 +454,14 @@ class Supervisor:
     def shutdown(self) -> int:
         grace_s = self.config.processor.shutdown_grace_ms / 1000.0
         self.log.info("shutting down: %d workers, %d leases, waiting up to %.1f s for final checkpoints",
-                      len(self.workers), len(self.leases.held), grace_s)
+                      len(self.shards.active), len(self.leases.held), grace_s)
         self.log_usage()  # the last figures, for the record
-        for worker in self.workers.values():
-            self.shards.tell(worker, channel.Shutdown)
+        for shard in self.shards.active.values():
+            self.shards.ask_shutdown(shard, Event.STOP)
         deadline = self.clock() + grace_s
         next_renew = self.clock() + self.config.lease.renew_interval_s
         while self.clock() < deadline and not self.quick:
-            pending = [w for w in self.workers.values() if not w.shutdown_ready and self.shards.running(w)]
+            pending = [w for w in self.shards.active.values() if w.state not in CHECKPOINTED and self.shards.running(w)]
             if not pending:
                 break
             self.wait(min(0.5, max(0.0, deadline - self.clock())))
@@ -468,7 +473,7 @@ class Supervisor:
             self.ship_metrics()  # /healthz stays fresh while processors checkpoint
         for key in self.leases.release_all():
             self.log.info("released lease %s (checkpoint %s)", key,
-                          self.workers[key].progress.checkpoint if key in self.workers else "-")
+                          self.shards.active[key].progress.checkpoint if key in self.shards.active else "-")
         if self.progress_every_s:
             self.show_progress(stopped=True)  # the final figures, after the last checkpoints
         self.shards.finish(self.wait)

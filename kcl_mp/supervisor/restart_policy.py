@@ -1,4 +1,4 @@
-"""What the supervisor does when a shard worker has gone: the processor's last transition.
+"""What the supervisor does when a shard's driver has ended: the processor's last transition.
 
 Pure: the supervisor gathers the facts (``Gone``), asks ``after_exit``, and carries out the
 ``Decision``. In order, first match wins:
@@ -40,7 +40,7 @@ from kcl_mp.backoff import Backoff
 from kcl_mp.config import ProcessorSettings
 from kcl_mp.errors import EXIT_DEPENDENCY, EXIT_OK, EXIT_PROCESSOR
 
-# A shard worker's exit status, in words (errors.EXIT_*): what the operator reads.
+# A shard driver's exit status, in words (errors.EXIT_*): what the operator reads.
 ENDED = {EXIT_PROCESSOR: "the processor failed", EXIT_DEPENDENCY: "AWS kept failing"}
 RESTART_BACKOFF = Backoff(base_s=1.0, cap_s=60.0)
 HEALTHY_AFTER_S = 60.0  # a worker that ran this long resets its restart count

@@ -1,4 +1,4 @@
-"""The shards this host drives, as the supervisor sees them: one ``Worker`` each, in a pool process.
+"""The shards this host drives, as the supervisor sees them: one ``RunningShard`` each, in a pool process.
 
 It keeps what each shard's driver reported (``worker.channel``), sends the supervisor's word
 to the right pool process (commands, renewal batches), starts shards, and notices the ones
@@ -19,6 +19,7 @@ from kcl_mp.metrics.catalogue import Recorder, decode_samples
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.supervisor.pool import PoolProcess, Pools, describe_exit
 from kcl_mp.supervisor.progress import ShardProgress
+from kcl_mp.supervisor.shard_life import TOLD_LOST, Event, ShardState, next_state
 from kcl_mp.worker import channel
 from kcl_mp.worker.usage import Usage, summarize
 
@@ -26,16 +27,15 @@ Command = type[channel.Shutdown] | type[channel.LeaseLost] | type[channel.Termin
 
 
 @dataclass
-class Worker:
+class RunningShard:
     """One shard being driven by a pool process."""
 
     key: str
     pool: PoolProcess
     started_at: float
     progress: ShardProgress
-    told_lost_at: float | None = None
-    handing_off: bool = False  # stopping for a handoff (not for this host's shutdown)
-    shutdown_ready: bool = False
+    state: ShardState = ShardState.PROCESSING  # what it was told and answered (shard_life)
+    told_lost_at: float = float("-inf")  # when it was last told leaseLost or terminated: its time to stop
     shard_end: bool | None = None
     failure: str | None = None
     usage: Usage | None = None  # the processor's process tree, as last sampled
@@ -49,16 +49,16 @@ class Shards:
                  metrics: Recorder, clock: Callable[[], float]):
         self.pools = Pools(config, log_level, log_format)
         self.log, self.metrics, self.clock = log, metrics, clock
-        self.workers: dict[str, Worker] = {}
+        self.active: dict[str, RunningShard] = {}
         self.progress: dict[str, ShardProgress] = {}  # every shard driven here, kept across its restarts
         self.pool_exits = 0
 
     # -- messages in ------------------------------------------------------------------
 
-    def read(self, pool: PoolProcess) -> list[tuple[Worker, channel.FromPool]]:
+    def read(self, pool: PoolProcess) -> list[tuple[RunningShard, channel.FromPool]]:
         """Take in what ``pool`` sent (bounded); give back the messages the leases must hear of:
         LeaseMoved, Children and ShutdownReady."""
-        actions: list[tuple[Worker, channel.FromPool]] = []
+        actions: list[tuple[RunningShard, channel.FromPool]] = []
         for _ in range(5000):  # bounded: a chatty pool process cannot starve the loop
             try:
                 if pool.closed or not pool.conn.poll():
@@ -70,38 +70,38 @@ class Shards:
             if isinstance(message, channel.Usage):
                 self._usage(message)
                 continue
-            worker = self.workers.get(message.shard)
-            if worker is not None and worker.pool is pool and self._record(worker, message):
-                actions.append((worker, message))
+            shard = self.active.get(message.shard)
+            if shard is not None and shard.pool is pool and self._record(shard, message):
+                actions.append((shard, message))
         return actions
 
-    def _record(self, worker: Worker, message: channel.FromPool) -> bool:
+    def _record(self, shard: RunningShard, message: channel.FromPool) -> bool:
         match message:
             case channel.Progress(delivered=delivered, checkpoint=checkpoint, millis_behind_latest=behind):
-                worker.progress.update(delivered, checkpoint, behind)
+                shard.progress.update(delivered, checkpoint, behind)
                 self.metrics.merge(decode_samples(message.samples))
-                return message.delivered_bytes > worker.bytes_seen
+                return message.delivered_bytes > shard.bytes_seen
             case channel.ShutdownReady(checkpoint=checkpoint):
-                worker.shutdown_ready = True
-                worker.progress.checkpoint = checkpoint
+                shard.state = next_state(shard.state, Event.READY)
+                shard.progress.checkpoint = checkpoint
                 return True
             case channel.ShardEnd(checkpointed=checkpointed):
-                worker.shard_end = bool(checkpointed)
+                shard.shard_end = bool(checkpointed)
             case channel.Failed(cause=cause):
-                worker.failure = cause
+                shard.failure = cause
             case channel.ProcessorStarted(pid=pid, started=started):
-                worker.pool.groups[worker.key] = (pid, started)
+                shard.pool.groups[shard.key] = (pid, started)
             case channel.ShardExited(code=code):
-                worker.exit_code = code
+                shard.exit_code = code
             case channel.LeaseMoved() | channel.Children():
                 return True
         return False
 
     def _usage(self, message: channel.Usage) -> None:
         for key, cpu, rss in message.samples:
-            worker = self.workers.get(key)
-            if worker is not None:
-                worker.usage = Usage(cpu, rss)
+            shard = self.active.get(key)
+            if shard is not None:
+                shard.usage = Usage(cpu, rss)
                 self.metrics.add("processor_cpu", cpu, key)
                 self.metrics.add("processor_rss", rss, key)
 
@@ -112,34 +112,40 @@ class Shards:
         pool.send(channel.Start(key, checkpoint, consumer_arn, renewed_at))
         progress = self.progress.setdefault(key, ShardProgress(key))
         progress.restarted()
-        self.workers[key] = Worker(key, pool, self.clock(), progress, renewed_at=renewed_at)
+        self.active[key] = RunningShard(key, pool, self.clock(), progress, renewed_at=renewed_at)
         self.log.info("started shard worker for %s (pool process %d, pid %d)", key, pool.index, pool.pid)
 
-    def tell(self, worker: Worker, command: Command) -> None:
+    def tell(self, shard: RunningShard, command: Command) -> None:
         if command is channel.LeaseLost:
-            worker.told_lost_at = self.clock()
-        worker.pool.send(command(worker.key))
+            shard.state = next_state(shard.state, Event.LOST)
+            shard.told_lost_at = self.clock()
+        shard.pool.send(command(shard.key))
+
+    def ask_shutdown(self, shard: RunningShard, why: Event) -> None:
+        """shutdownRequested, ``why``: for a handoff (Event.HANDOFF) or because this host stops (Event.STOP)."""
+        shard.state = next_state(shard.state, why)
+        self.tell(shard, channel.Shutdown)
 
     def fence(self, renewed_at: Mapping[str, float]) -> None:
         """Each shard learns of its lease's renewals (one batch per pool process); one whose
         lease is gone (``renewed_at`` has no entry) is told so."""
         batches: dict[int, tuple[PoolProcess, list[tuple[str, float]]]] = {}
-        for key, worker in self.workers.items():
-            if worker.told_lost_at is not None or worker.exit_code is not None:
+        for key, shard in self.active.items():
+            if shard.state in TOLD_LOST or shard.exit_code is not None:
                 continue
             at = renewed_at.get(key)
             if at is None:
                 self.log.info("shard %s: its lease is no longer held here; stopping its processor", key)
-                self.tell(worker, channel.LeaseLost)
-            elif at > worker.renewed_at:
-                worker.renewed_at = at
-                batches.setdefault(worker.pool.index, (worker.pool, []))[1].append((key, at))
+                self.tell(shard, channel.LeaseLost)
+            elif at > shard.renewed_at:
+                shard.renewed_at = at
+                batches.setdefault(shard.pool.index, (shard.pool, []))[1].append((key, at))
         for pool, renewed in batches.values():
             pool.send(channel.Renewed(tuple(renewed)))
 
     # -- endings ----------------------------------------------------------------------
 
-    def ended(self, lost_wait_s: float) -> tuple[list[Worker], list[tuple[Worker, channel.FromPool]]]:
+    def ended(self, lost_wait_s: float) -> tuple[list[RunningShard], list[tuple[RunningShard, channel.FromPool]]]:
         """The shards that ended since the last call, removed from the table (a dead pool
         process's among them), and the messages read on the way that the leases must hear of.
         A shard that ignored leaseLost for ``lost_wait_s`` is terminated."""
@@ -149,62 +155,62 @@ class Shards:
             actions += self.read(dead)  # what it sent before it died
             self._pool_died(dead)
         ended = []
-        for key, worker in list(self.workers.items()):
-            if worker.exit_code is None:
-                if worker.told_lost_at is not None and now - worker.told_lost_at > lost_wait_s:
+        for key, shard in list(self.active.items()):
+            if shard.exit_code is None:
+                if shard.state in TOLD_LOST and now - shard.told_lost_at > lost_wait_s:
                     self.log.warning("shard worker for %s did not stop after leaseLost; terminating it", key)
-                    self.tell(worker, channel.Terminate)
-                    worker.told_lost_at = now
+                    self.tell(shard, channel.Terminate)
+                    shard.told_lost_at = now
                 continue
-            del self.workers[key]
-            worker.pool.shards.discard(key)
-            worker.pool.groups.pop(key, None)
-            ended.append(worker)
+            del self.active[key]
+            shard.pool.shards.discard(key)
+            shard.pool.groups.pop(key, None)
+            ended.append(shard)
         return ended, actions
 
     def _pool_died(self, dead: PoolProcess) -> None:
         """Its shards end now, with its exit status; the supervisor restarts them as any other."""
         code = dead.process.exitcode
-        lost = sorted(k for k, w in self.workers.items() if w.pool is dead and w.exit_code is None)
+        lost = sorted(k for k, w in self.active.items() if w.pool is dead and w.exit_code is None)
         self.pools.stop_groups(dead, set(lost))  # its processors would outlive it
         self.pool_exits += 1
         self.metrics.add("pool_process_exits", 1)
         self.log.error("pool process %d (pid %d) exited with %s; restarting its %d shards: %s", dead.index, dead.pid,
                        describe_exit(code), len(lost), ", ".join(lost) or "-")
         for key in lost:
-            worker = self.workers[key]
-            worker.exit_code = code if code is not None else -1
-            worker.failure = worker.failure or f"its pool process {dead.index} (pid {dead.pid}) exited with " \
+            shard = self.active[key]
+            shard.exit_code = code if code is not None else -1
+            shard.failure = shard.failure or f"its pool process {dead.index} (pid {dead.pid}) exited with " \
                                                f"{describe_exit(code)}"
 
-    def running(self, worker: Worker) -> bool:
-        return worker.exit_code is None and not worker.pool.closed and worker.pool.process.is_alive()
+    def running(self, shard: RunningShard) -> bool:
+        return shard.exit_code is None and not shard.pool.closed and shard.pool.process.is_alive()
 
     def finish(self, wait: Callable[[float], None]) -> None:
         """The host's last step, once the leases are released: every shard hears leaseLost; one
         still running 10 s later is terminated; then the pool processes end (their pipes closed;
         the process groups of any that had to be killed are stopped). ``wait`` reads the pipes."""
-        for worker in self.workers.values():
-            self.tell(worker, channel.LeaseLost)
+        for shard in self.active.values():
+            self.tell(shard, channel.LeaseLost)
         self._await_ends(wait, 10.0)
-        for worker in self.workers.values():
-            if self.running(worker):
-                self.log.warning("shard worker for %s still running; terminating it", worker.key)
-                self.tell(worker, channel.Terminate)
+        for shard in self.active.values():
+            if self.running(shard):
+                self.log.warning("shard worker for %s still running; terminating it", shard.key)
+                self.tell(shard, channel.Terminate)
         self._await_ends(wait, 5.0)
         for killed in self.pools.stop(5.0):
             self.pools.stop_groups(killed, set(killed.groups))
 
     def _await_ends(self, wait: Callable[[float], None], timeout_s: float) -> None:
         deadline = self.clock() + timeout_s
-        while any(self.running(w) for w in self.workers.values()) and self.clock() < deadline:
+        while any(self.running(w) for w in self.active.values()) and self.clock() < deadline:
             wait(min(0.2, max(0.0, deadline - self.clock())))
 
     # -- reports ----------------------------------------------------------------------
 
     def usage_line(self, restarts: int) -> str | None:
-        return summarize([(w.key, w.usage) for w in self.workers.values() if w.usage is not None], restarts)
+        return summarize([(w.key, w.usage) for w in self.active.values() if w.usage is not None], restarts)
 
     def views(self) -> list[link.ShardView]:
         return [link.ShardView(w.key, w.progress.millis_behind_latest, w.usage.cpu_percent if w.usage else None,
-                               w.usage.rss_bytes if w.usage else None) for w in self.workers.values()]
+                               w.usage.rss_bytes if w.usage else None) for w in self.active.values()]

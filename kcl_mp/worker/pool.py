@@ -8,7 +8,7 @@ generator, ignores the terminal's SIGINT (the supervisor decides when to stop) a
 SIGTERM into an orderly end that stops every processor child it started.
 
 Its main thread reads the pipe (``worker.channel``): a ``Start`` gets the shard a thread
-running ``ShardWorker`` (fetch, drive the processor child, checkpoint; the processor is
+running ``ShardDriver`` (fetch, drive the processor child, checkpoint; the processor is
 still one process per shard, started by that thread); ``Renewed`` batches update each
 shard's hold at once; the other commands go to the shard's inbox. Each thread reports on
 the same pipe (one lock) and ends with ``ShardExited``. The pipe closing means the
@@ -36,7 +36,7 @@ from kcl_mp.leases.table import LeaseTable
 from kcl_mp.retrieval.prefetch import PoolBudget
 from kcl_mp.retrieval.streams import stream_client
 from kcl_mp.worker import channel
-from kcl_mp.worker.shard_worker import LEASE_LOST, SHUTDOWN, TERMINATE, ShardWorker, Shared, Terminated
+from kcl_mp.worker.shard_worker import LEASE_LOST, SHUTDOWN, TERMINATE, ShardDriver, Shared, Terminated
 from kcl_mp.worker.usage import Tracker, Usage, signal_group
 
 SAMPLE_EVERY_S = 2.0  # how often the processors' CPU and memory are sampled
@@ -60,7 +60,7 @@ class PoolSpec:
 class _Shard:
     thread: threading.Thread
     inbox: queue.Queue[str]
-    worker: ShardWorker
+    driver: ShardDriver
 
 
 def run(spec: PoolSpec, conn: Any, inherited: list[Any]) -> None:
@@ -130,7 +130,7 @@ class Pool:
                 with self.lock:
                     for key, at in leases:
                         if (shard := self.shards.get(key)) is not None:
-                            shard.worker.hold.renewed(at)
+                            shard.driver.hold.renewed(at)
             case channel.Shutdown(shard=key):
                 self._tell(key, SHUTDOWN)
             case channel.LeaseLost(shard=key):
@@ -141,26 +141,26 @@ class Pool:
     def _start(self, start: channel.Start) -> None:
         log = logs.ShardLog(logging.getLogger("kcl_mp.shard_worker"), self.spec.config.worker_id, start.shard)
         inbox: queue.Queue[str] = queue.Queue()
-        worker = ShardWorker(self.shared, start, inbox, self.send, log)
-        thread = threading.Thread(target=self._drive, args=(worker,), name=f"shard-{start.shard}", daemon=True)
+        driver = ShardDriver(self.shared, start, inbox, self.send, log)
+        thread = threading.Thread(target=self._drive, args=(driver,), name=f"shard-{start.shard}", daemon=True)
         with self.lock:
-            self.shards[start.shard] = _Shard(thread, inbox, worker)
+            self.shards[start.shard] = _Shard(thread, inbox, driver)
         thread.start()
 
-    def _drive(self, worker: ShardWorker) -> None:
-        """One shard's thread: today's shard worker, start to end; then say how it ended."""
+    def _drive(self, driver: ShardDriver) -> None:
+        """One shard's thread: its driver, start to end; then say how it ended."""
         code = EXIT_DEPENDENCY
         try:
-            code = worker.run()
+            code = driver.run()
         except Terminated:
-            worker.log.warning("terminated by the supervisor")
+            driver.log.warning("terminated by the supervisor")
             code = EXIT_OK
         except Exception:
-            worker.log.exception("shard driver failed")
+            driver.log.exception("shard driver failed")
         finally:
             with self.lock:
-                self.shards.pop(worker.shard_id, None)
-            self.send(channel.ShardExited(worker.shard_id, code))
+                self.shards.pop(driver.shard_id, None)
+            self.send(channel.ShardExited(driver.shard_id, code))
 
     def _tell(self, key: str, command: str) -> None:
         with self.lock:
@@ -168,7 +168,7 @@ class Pool:
         if shard is None:
             return
         shard.inbox.put(command)
-        child = shard.worker.child
+        child = shard.driver.child
         if command == TERMINATE and child is not None and child.pid is not None:
             # it may be stuck in an exchange; or its shard thread reaped it a moment ago
             signal_group(child.pid, child.started, signal.SIGTERM)

@@ -91,7 +91,7 @@ class Terminated(Exception):
     """The supervisor's Terminate: stop now, but still stop the child properly."""
 
 
-class ShardWorker:
+class ShardDriver:
     def __init__(self, shared: Shared, start: channel.Start, inbox: queue.Queue[str],
                  send: Callable[[Any], None], log: logs.ShardLog):
         self.shared = shared
@@ -120,18 +120,18 @@ class ShardWorker:
         shard_id = self.shard_id
         owner = config.worker_id
 
-        def checkpoint(position: ExtendedSequenceNumber) -> Any:
+        def checkpoint(position: ExtendedSequenceNumber) -> CheckpointOutcome | None:
             refused = self._hold_for_checkpoint()
             if refused is not None:
                 return refused
             started = time.monotonic()
             try:
-                error = table.checkpoint(shard_id, owner, position)
+                outcome = table.checkpoint(shard_id, owner, position)
             finally:
                 self.metrics.add("checkpoint_time", time.monotonic() - started, shard_id)
-            if error is None:
+            if outcome is None:
                 self.checkpointed_at = time.monotonic()
-            return error
+            return outcome
 
         child = self.child = ProcessorChild(
             config.processor.command,

@@ -34,7 +34,7 @@ import boto3
 
 from kcl_mp.devtools import java_daemon
 from kcl_mp.embedded import EMBEDDED_ENV, ensure_stream, start_emulator
-from kcl_mp.fleet.leader import LeaderElection, LeaderLock
+from kcl_mp.fleet.leader import LeaderElection, LockTable
 from kcl_mp.fleet.state_store import StateTables, ensure_table
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.table import LeaseTable
@@ -64,7 +64,7 @@ def main(out: Path) -> int:
                                   hash_range=(0, 2 ** 128 - 1)))
     tables = StateTables.separate(APP)
     ensure_table(dynamodb, tables.coordinator_table, tables.coordinator_key)
-    ours = LeaderElection(LeaderLock(dynamodb, tables, OURS, lease_duration_ms=LEASE_DURATION_MS))
+    ours = LeaderElection(LockTable(dynamodb, tables, OURS, lease_duration_ms=LEASE_DURATION_MS))
     assert ours.check(), "kclmp-a could not take the free lock"
 
     owners: list[list] = []  # [monotonic s, owner or None]
@@ -116,7 +116,7 @@ def main(out: Path) -> int:
             assert not ours.check(), "kclmp-a took the lock Java holds"
             time.sleep(1.0)
         result["java_exit"] = java.stop()
-        result["lock_after_java"] = LeaderLock(dynamodb, tables, OURS).read() is not None
+        result["lock_after_java"] = LockTable(dynamodb, tables, OURS).read() is not None
         assert ours.check(), "kclmp-a did not take the lock Java released"
         result["ours_took_back"] = time.monotonic()
     except AssertionError as exc:

@@ -18,7 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.errors import ProcessorExitedError, ProcessorStartError, ProcessorTimeoutError, ProtocolError
+from kcl_mp.errors import (
+    CheckpointOutcome,
+    ProcessorExitedError,
+    ProcessorStartError,
+    ProcessorTimeoutError,
+    ProtocolError,
+)
 from kcl_mp.logs import LineBudget
 from kcl_mp.multilang.child import ProcessorChild
 from kcl_mp.multilang.child_stderr import LINES_PER_WINDOW
@@ -44,11 +50,11 @@ def status(message):
 
 
 class FakeCheckpointer:
-    def __init__(self, *errors: str | None):
+    def __init__(self, *errors: CheckpointOutcome | str | None):
         self.errors = list(errors)
         self.calls: list[ExtendedSequenceNumber] = []
 
-    def __call__(self, position: ExtendedSequenceNumber) -> str | None:
+    def __call__(self, position: ExtendedSequenceNumber) -> CheckpointOutcome | str | None:
         self.calls.append(position)
         return self.errors.pop(0) if self.errors else None
 
@@ -185,6 +191,22 @@ def test_lease_table_errors_reach_the_processor(recorder, monkeypatch):
     finally:
         child.close(5.0)
     assert child.last_checkpoint == ExtendedSequenceNumber("7")
+    assert [r["error"] for r in recorded(recorder[1]) if r.get("event") == "checkpoint"] == ["ShutdownException"]
+
+
+@pytest.mark.parametrize("outcome, moved", [(CheckpointOutcome.LEASE_MOVED, True), ("ShutdownException", False)],
+                         ids=["the lease table's outcome", "a scripted name (the conformance kit)"])
+def test_only_the_lease_tables_outcome_marks_the_lease_moved(recorder, monkeypatch, outcome, moved):
+    """The outcome stays an enum until the reply names it: the processor reads ShutdownException
+    either way, and only the lease table saying the lease moved tells the shard driver so."""
+    monkeypatch.setenv("RECORDER_CHECKPOINT_EVERY", "1")
+    child = child_for(recorder[0], FakeCheckpointer(outcome))
+    try:
+        child.initialize(ExtendedSequenceNumber("7"))
+        child.process_records(make_batch(users(2, start=8), 0))
+    finally:
+        child.close(5.0)
+    assert child.lease_moved is moved
     assert [r["error"] for r in recorded(recorder[1]) if r.get("event") == "checkpoint"] == ["ShutdownException"]
 
 

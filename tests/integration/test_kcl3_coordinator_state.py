@@ -104,12 +104,12 @@ def test_a_flip_is_conditioned_on_the_version_read(dynamodb, unique_name):
 def test_lease_table_rows_and_where_the_state_is(dynamodb, unique_name):
     LeaseTable(dynamodb, unique_name).ensure_table()
     fresh = TableMigrator(dynamodb, unique_name, unique_name, "kclmp-1", migrate_all=False)
-    assert fresh.start() == tm.Start(tm.INIT, create_own=True)  # nothing anywhere: the own tables, as 3.1-3.4
+    assert fresh.start() == tm.InitialStatus(tm.INIT, create_own=True)  # nothing anywhere: the own tables, as 3.1-3.4
     assert fresh.writes == StateTables.separate(unique_name, java35=True)
     table_migration = next(r for r in JAVA_35_ROWS if r["leaseKey"]["S"] == "TableMigration3.5")
     dynamodb.put_item(TableName=unique_name, Item=table_migration)
     migrator = TableMigrator(dynamodb, unique_name, unique_name, "kclmp-1", migrate_all=False)
-    assert migrator.start() == tm.Start(tm.COMPLETE)
+    assert migrator.start() == tm.InitialStatus(tm.COMPLETE)
     tables = migrator.writes
     assert tables == StateTables.in_lease_table(unique_name)
     store = _store(dynamodb, tables)

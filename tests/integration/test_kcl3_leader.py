@@ -6,10 +6,9 @@ import time
 
 import pytest
 
-from kcl_mp.fleet.leader import LeaderElection, LeaderLock
+from kcl_mp.fleet.leader import LeaderElection, LockTable
 from kcl_mp.fleet.state_store import StateTables, ensure_table
-from kcl_mp.leases.rows import LeaderLock as LockView
-from kcl_mp.leases.rows import read_items
+from kcl_mp.leases.rows import LockView, read_items
 
 pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
@@ -31,8 +30,8 @@ def _tables(dynamodb, unique_name: str) -> StateTables:
 def test_one_wins_and_the_other_takes_over_only_after_the_lease_duration(dynamodb, unique_name):
     tables = _tables(dynamodb, unique_name)
     clock = Clock()
-    a = LeaderElection(LeaderLock(dynamodb, tables, "a", lease_duration_ms=10_000), clock)
-    b = LeaderElection(LeaderLock(dynamodb, tables, "b", lease_duration_ms=10_000), clock)
+    a = LeaderElection(LockTable(dynamodb, tables, "a", lease_duration_ms=10_000), clock)
+    b = LeaderElection(LockTable(dynamodb, tables, "b", lease_duration_ms=10_000), clock)
     assert a.check() is True
     assert b.check() is False  # first sighting of a's version
     item = dynamodb.get_item(TableName=tables.coordinator_table, Key={"key": {"S": "Leader"}})["Item"]
@@ -64,8 +63,8 @@ def test_one_wins_and_the_other_takes_over_only_after_the_lease_duration(dynamod
 
 def test_a_stale_holder_cannot_heartbeat_over_a_new_leader(dynamodb, unique_name):
     tables = _tables(dynamodb, unique_name)
-    lock_a = LeaderLock(dynamodb, tables, "a", lease_duration_ms=5_000)
-    lock_b = LeaderLock(dynamodb, tables, "b", lease_duration_ms=5_000)
+    lock_a = LockTable(dynamodb, tables, "a", lease_duration_ms=5_000)
+    lock_b = LockTable(dynamodb, tables, "b", lease_duration_ms=5_000)
     assert lock_a.acquire("v1", None) is True
     assert lock_b.acquire("v2", None) is False  # present: only the expired or released form may replace it
     seen = lock_b.read()
@@ -85,7 +84,7 @@ def test_released_lock_and_the_lease_table_form(dynamodb, unique_name):
 
     LeaseTable(dynamodb, unique_name).ensure_table()
     tables = StateTables.in_lease_table(unique_name)
-    a = LeaderElection(LeaderLock(dynamodb, tables, "a"))
+    a = LeaderElection(LockTable(dynamodb, tables, "a"))
     assert a.check() is True
     items = dynamodb.scan(TableName=unique_name)["Items"]
     scan = read_items(items)
@@ -95,7 +94,7 @@ def test_released_lock_and_the_lease_table_form(dynamodb, unique_name):
     # a lock released without deleting (isReleased "1") is taken at once, by the released form
     dynamodb.update_item(TableName=unique_name, Key={"leaseKey": {"S": "Leader"}},
                          UpdateExpression="SET isReleased = :one", ExpressionAttributeValues={":one": {"S": "1"}})
-    b = LeaderElection(LeaderLock(dynamodb, tables, "b"))
+    b = LeaderElection(LockTable(dynamodb, tables, "b"))
     assert b.check() is True
     assert "isReleased" not in dynamodb.get_item(TableName=unique_name, Key={"leaseKey": {"S": "Leader"}})["Item"]
 
@@ -105,7 +104,7 @@ def test_two_electors_in_real_time_never_both_lead(dynamodb, unique_name):
     leader stops heartbeating and the other leads within the lease duration (plus one
     check and the lost race's slack); at no sample do both believe they lead."""
     tables = _tables(dynamodb, unique_name)
-    electors = [LeaderElection(LeaderLock(dynamodb, tables, name, lease_duration_ms=2_000)) for name in "ab"]
+    electors = [LeaderElection(LockTable(dynamodb, tables, name, lease_duration_ms=2_000)) for name in "ab"]
     deadline = time.monotonic() + 30
     while not any(e.is_leader() for e in electors):
         assert time.monotonic() < deadline

@@ -45,7 +45,7 @@ def _own_tables(dynamodb, app: str, status: str, mts_ms: int, lock_owner: str, l
     dynamodb.put_item(TableName=f"{app}-CoordinatorState", Item={
         "key": {"S": "Leader"}, "ownerName": {"S": lock_owner}, "leaseDuration": {"S": str(lock_ms)},
         "recordVersionNumber": {"S": "rvn-1"}, "entityType": {"S": "LEADER"}})
-    state = tm.updated(tm.updated(None, tm.INIT, "java-worker-1", mts_ms - HOUR_MS), status, "java-worker-1", mts_ms)
+    state = tm.set_status(tm.set_status(None, tm.INIT, "java-worker-1", mts_ms - HOUR_MS), status, "java-worker-1", mts_ms)
     dynamodb.put_item(TableName=f"{app}-CoordinatorState", Item={
         "key": {"S": "TableMigration3.5"}, "entityType": {"S": "TABLE_MIGRATION"}, **state.attributes("tm")})
 
@@ -68,10 +68,10 @@ def test_kcl_mp_leader_moves_the_rows_rolls_back_and_completes(dynamodb, unique_
         _phase2_refused(dynamodb, app)
 
     leader = TableMigrator(dynamodb, app, lease_table, "kclmp-1", migrate_all=True)
-    assert leader.start() == tm.Start(tm.PENDING)
+    assert leader.start() == tm.InitialStatus(tm.PENDING)
     assert leader.writes == leader.lease and leader.lock == leader.own and leader.reads == (leader.own, leader.lease)
     follower = TableMigrator(dynamodb, app, lease_table, "kclmp-2", migrate_all=False)
-    assert follower.start() == tm.Start(tm.DEPLOYED) and follower.writes == follower.own
+    assert follower.start() == tm.InitialStatus(tm.DEPLOYED) and follower.writes == follower.own
     for worker, migrator in (("kclmp-1", leader), ("kclmp-2", follower)):
         WorkerMetricsReporter(dynamodb, migrator.writes, worker).publish({})
     assert _get(dynamodb, lease_table, "leaseKey", "kclmp-1")["entityType"] == {"S": "WORKER_METRIC_STATS"}
@@ -112,7 +112,7 @@ def test_kcl_mp_leader_moves_the_rows_rolls_back_and_completes(dynamodb, unique_
     assert in_lease["entityType"] == in_own["entityType"] == {"S": "TABLE_MIGRATION"}
     assert {k: v for k, v in in_lease.items() if k != "leaseKey"} == {k: v for k, v in in_own.items() if k != "key"}
     assert follower.refresh() is True and follower.reads == (follower.lease,) and follower.writes == follower.lease
-    assert TableMigrator(dynamodb, app, lease_table, "kclmp-4", migrate_all=False).start() == tm.Start(tm.COMPLETE)
+    assert TableMigrator(dynamodb, app, lease_table, "kclmp-4", migrate_all=False).start() == tm.InitialStatus(tm.COMPLETE)
 
 
 def _phase2_refused(dynamodb, app: str) -> None:
@@ -142,10 +142,10 @@ def test_a_kcl_mp_host_follows_java_35_completing_the_migration(tmp_path, kinesi
         dynamodb.transact_write_items(TransactItems=[
             {"Put": {"TableName": app, "Item": moved(MIGRATION)}},
             {"Delete": {"TableName": own, "Key": {"key": {"S": "Migration3.0"}}}}])
-        stored = tm.updated(tm.updated(tm.updated(None, tm.INIT, "java-worker-1", now_ms - 3 * HOUR_MS), tm.DEPLOYED,
+        stored = tm.set_status(tm.set_status(tm.set_status(None, tm.INIT, "java-worker-1", now_ms - 3 * HOUR_MS), tm.DEPLOYED,
                                        "java-worker-1", now_ms - 2 * HOUR_MS), tm.PENDING, "java-worker-1", now_ms)
         complete = {"entityType": {"S": "TABLE_MIGRATION"},
-                    **tm.updated(stored, tm.COMPLETE, "java-worker-1", now_ms + 1).attributes("tm")}
+                    **tm.set_status(stored, tm.COMPLETE, "java-worker-1", now_ms + 1).attributes("tm")}
         java_lock = {"leaseKey": {"S": "Leader"}, "ownerName": {"S": "java-worker-1"},
                      "leaseDuration": {"S": "120000"}, "recordVersionNumber": {"S": "rvn-2"},
                      "entityType": {"S": "LEADER"}}

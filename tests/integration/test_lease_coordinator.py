@@ -35,10 +35,10 @@ class Clock:
         return self.now
 
 
-def _coordinator(tmp_path, moto_url, dynamodb, app: str, clock: Clock) -> LeaseCoordinator:
+def _coordinator(tmp_path, moto_url, dynamodb, app: str, clock: Clock, **more: object) -> LeaseCoordinator:
     props = write_properties(tmp_path / "app.properties", **base_properties(
         moto_url, "unused", app, "true", failoverTimeMillis=3000, gracefulLeaseHandoffTimeoutMillis=10000,
-        workerId="thief"))
+        workerId="thief", **more))
     config = load_config(props)
     table = LeaseTable(dynamodb, app)
     table.ensure_table()
@@ -244,3 +244,25 @@ def test_a_handoff_whose_lease_reaches_shard_end_is_dropped(tmp_path, moto_url, 
         assert coordinator.renew().acquired == ()
     assert key not in coordinator.incoming and key not in coordinator.held
     assert coordinator.table.get(key).checkpoint_owner == "host-b"
+
+
+def test_a_leader_holds_what_it_assigns_itself_without_a_second_write(tmp_path, moto_url, dynamodb, unique_name):
+    """The 3.x leader's take of a lease for itself set the owner and moved the counter, as a
+    renewal does: it holds the lease as written and renews it in the next round, as Java's
+    DynamoDBLeaseDiscoverer hands an assigned lease to the renewer without a write."""
+    clock = Clock()
+    coordinator = _coordinator(tmp_path, moto_url, dynamodb, unique_name, clock,
+                               clientVersionConfig="CLIENT_VERSION_CONFIG_3X")
+    key = "shardId-000000000000"
+    coordinator.table.create_if_absent(Lease(key, checkpoint=ExtendedSequenceNumber("TRIM_HORIZON")))
+    assert coordinator.fleet.is_leader()  # alone: elected at start-up
+    writes: list[str] = []
+    dynamodb.meta.events.register("before-parameter-build.dynamodb.UpdateItem", lambda params, **_: writes.append(
+        params["UpdateExpression"]) if params["Key"].get("leaseKey") == {"S": key} else None)
+    assert coordinator.scan() == (key,)
+    assert writes == ["SET #o = :me, #c = :next REMOVE #co"]  # the take, and no renewal after it
+    lease = coordinator.table.get(key)
+    assert (lease.owner, lease.counter) == ("thief", 1) and coordinator.held[key].lease == lease
+    assert coordinator.held[key].renewed_at == clock.now  # no later than the take was sent
+    clock.now += 1.0
+    assert coordinator.renew().lost == () and coordinator.table.get(key).counter == 2

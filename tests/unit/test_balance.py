@@ -15,7 +15,8 @@ from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 
 from kcl_mp.config import LeaseSettings
-from kcl_mp.devtools.fleet_sim import Fleet
+from kcl_mp.devtools import java_rule
+from kcl_mp.devtools.fleet_sim import TakerFleet
 from kcl_mp.leases import balance
 from kcl_mp.leases.lease import Lease
 from kcl_mp.sequence import ExtendedSequenceNumber
@@ -28,7 +29,7 @@ def _rescue(worker, leases, observations, now, settings, rng):
     return balance.plan_rescue(worker, leases, observations, now, settings, RESCUE_AFTER_S, rng)
 
 
-RULES = {"kcl-mp": balance.plan_leases, "java": balance.plan_leases_java, "rescue": _rescue}
+RULES = {"kcl-mp": balance.plan_leases, "java": java_rule.plan_leases_java, "rescue": _rescue}
 _LEASE = re.compile(r"(?P<key>[^=#~@<]+)(?:=(?P<owner>[^#~@<]+))?(?:#(?P<counter>\d+))?"
                     r"(?:~(?P<checkpoint_owner>[^@<]+))?(?:@(?P<checkpoint>[^<]+))?(?:<(?P<parents>.+))?")
 _OBSERVATION = re.compile(r"(?P<key>\S+)=(?P<owner>[^#]+)#(?P<counter>\d+) changed (?P<changed_at>\S+)"
@@ -187,8 +188,8 @@ def test_observe_times_owners_and_their_checkpoints() -> None:
 # -- simulated fleets ------------------------------------------------------------------
 
 
-def _settled_fleet(leases: int, names: list[str], rule: str, seed: int, max_steal: int = 1) -> Fleet:
-    fleet = Fleet(leases, LeaseSettings(table_name="t", max_leases_to_steal_at_one_time=max_steal),
+def _settled_fleet(leases: int, names: list[str], rule: str, seed: int, max_steal: int = 1) -> TakerFleet:
+    fleet = TakerFleet(leases, LeaseSettings(table_name="t", max_leases_to_steal_at_one_time=max_steal),
                   rule, seed=seed, check_invariants=True)
     fleet.start(names, at=0.0)
     return fleet
@@ -248,7 +249,7 @@ def test_join_settles_faster_than_the_java_rule_without_extra_moves() -> None:
     results = {}
     for rule in ("kcl-mp", "java"):
         settings = LeaseSettings(table_name="t")
-        fleet = Fleet(250, settings, rule, seed=3)
+        fleet = TakerFleet(250, settings, rule, seed=3)
         old = [f"old-{i}" for i in range(50)]
         fleet.start(old, at=0.0, jitter_s=settings.take_interval_s)
         fleet.assign({key: old[i % 50] for i, key in enumerate(sorted(fleet.table))})

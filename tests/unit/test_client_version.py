@@ -17,7 +17,7 @@ from kcl_mp.fleet.client_version import (
     initial,
     ready_to_flip,
     role,
-    updated,
+    set_version,
 )
 from kcl_mp.fleet.client_version import ClientVersion as V
 from kcl_mp.leases.rows import CoordinatorState, StateChange, read_items
@@ -115,7 +115,7 @@ def test_flip_when_every_owner_reports() -> None:
 def test_history_keeps_ten() -> None:
     state = None
     for i in range(15):
-        state = updated(state, V.V2X if i % 2 else V.UPGRADE_FROM_2X, "w", i)
+        state = set_version(state, V.V2X if i % 2 else V.UPGRADE_FROM_2X, "w", i)
     assert len(state.history) == 10 and state.history[0].modified_at_ms == 13
 
 

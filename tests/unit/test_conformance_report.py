@@ -4,7 +4,7 @@ what a FAIL shows beside its reason, and how a line is shown."""
 from __future__ import annotations
 
 from kcl_mp.cli.check_report import Seen, late_shard_end, shorten, verdict
-from kcl_mp.multilang.wire import DRAINED, LATE, SILENT, SKIPPED, TEXT, UNREAD, StdoutNote
+from kcl_mp.multilang.stdout_notes import DRAINED, LATE, SILENT, SKIPPED, TEXT, UNREAD, StdoutNote
 
 CHECKPOINT = '{"action":"checkpoint","sequenceNumber":null}'
 

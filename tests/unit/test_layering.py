@@ -22,10 +22,14 @@ PURE = ["kcl_mp.backoff", "kcl_mp.errors", "kcl_mp.sequence",
         "kcl_mp.config.settings", "kcl_mp.config.values",
         "kcl_mp.leases.lease", "kcl_mp.leases.balance", "kcl_mp.leases.shard_sync", "kcl_mp.leases.fencing",
         "kcl_mp.leases.rows", "kcl_mp.leases.throughput", "kcl_mp.fleet.client_version", "kcl_mp.fleet.host_metric",
-        "kcl_mp.fleet.assignment", "kcl_mp.fleet.table_migration", "kcl_mp.retrieval.dynamodb_record", "kcl_mp.leases.handoff",
+        "kcl_mp.fleet.assignment", "kcl_mp.fleet.assignment_round", "kcl_mp.fleet.table_migration",
+        "kcl_mp.retrieval.dynamodb_record", "kcl_mp.leases.handoff",
         "kcl_mp.multilang.wire", "kcl_mp.multilang.protocol", "kcl_mp.multilang.command",
+        "kcl_mp.multilang.stdout_notes",
         "kcl_mp.retrieval.deaggregate", "kcl_mp.supervisor.restart_policy", "kcl_mp.supervisor.progress",
+        "kcl_mp.supervisor.shard_life",
         "kcl_mp.metrics.catalogue", "kcl_mp.metrics.link", "kcl_mp.supervisor.starts", "kcl_mp.worker.channel",
+        "kcl_mp.devtools.java_rule",
         "kcl_mp.spark.layout"]
 NO_IO = ["kcl_mp.multilang.protocol"]
 

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kcl_mp import logs
 from kcl_mp.config import LeaseSettings
-from kcl_mp.leases.balance import fleet
+from kcl_mp.leases.balance import figures
 from kcl_mp.leases.lease import Lease
 from kcl_mp.metrics.catalogue import (
     CATALOGUE,
@@ -214,7 +214,7 @@ def test_fleet_view_counts_open_unclaimed_and_per_worker():
         "a": Lease("a", owner="w-1", counter=1), "b": Lease("b", owner="w-2", counter=1),
         "c": Lease("c", owner=None), "d": Lease("d", owner="w-1", counter=1),
     }
-    view = fleet("me", leases, {}, 0.0, settings)
+    view = figures("me", leases, {}, 0.0, settings)
     assert (view.total_leases, view.open_leases, view.unclaimed) == (4, 4, 1)
     assert view.worker_leases == {"me": 0, "w-1": 2, "w-2": 1}
 

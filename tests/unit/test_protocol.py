@@ -15,25 +15,20 @@ from hypothesis import strategies as st
 from kcl_mp.errors import ProtocolError
 from kcl_mp.multilang.child_stdout import ChildStdout
 from kcl_mp.multilang.protocol import AWAIT, SEND, ChildState, Conversation, Done, Ignored, Reply, Store
+from kcl_mp.multilang.stdout_notes import NOTE_CHARS, SILENT, SKIPPED, UNREAD, StdoutNote, silence
 from kcl_mp.multilang.wire import (
     MAX_MESSAGE_BYTES,
-    NOTE_CHARS,
-    SILENT,
-    SKIPPED,
-    UNREAD,
     Batch,
     CheckpointRequest,
     LineSplitter,
     Other,
     Skip,
     Status,
-    StdoutNote,
     encode,
     encode_checkpoint_reply,
     make_batch,
     oversized,
     parse_line,
-    silence,
 )
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 

@@ -6,24 +6,24 @@ from __future__ import annotations
 import pytest
 
 from kcl_mp.fleet import table_migration as tm
-from kcl_mp.leases.rows import CoordinatorState, StateChange
+from kcl_mp.leases.rows import MAX_HISTORY, CoordinatorState, StateChange
 
 IN, D, P, C = tm.INIT, tm.DEPLOYED, tm.PENDING, tm.COMPLETE
 
 
 @pytest.mark.parametrize("own, stored, migrate_all, lease_state, expected", [
-    (True, None, False, False, tm.Start(IN)),
-    (True, IN, False, False, tm.Start(IN)),
-    (True, D, False, False, tm.Start(D)),
-    (True, P, False, False, tm.Start(D)),
-    (True, D, True, False, tm.Start(P)),
-    (True, P, True, False, tm.Start(P)),
-    (True, C, False, False, tm.Start(C)),
-    (True, C, True, False, tm.Start(C)),
-    (False, C, False, False, tm.Start(C)),  # the own table deleted after COMPLETE
-    (False, None, True, False, tm.Start(C)),  # a new fleet told to use the single table
-    (False, None, False, True, tm.Start(C)),  # a new 3.5 fleet's state already in the lease table
-    (False, None, False, False, tm.Start(IN, create_own=True)),  # kcl-mp stays joinable by 3.1-3.4
+    (True, None, False, False, tm.InitialStatus(IN)),
+    (True, IN, False, False, tm.InitialStatus(IN)),
+    (True, D, False, False, tm.InitialStatus(D)),
+    (True, P, False, False, tm.InitialStatus(D)),
+    (True, D, True, False, tm.InitialStatus(P)),
+    (True, P, True, False, tm.InitialStatus(P)),
+    (True, C, False, False, tm.InitialStatus(C)),
+    (True, C, True, False, tm.InitialStatus(C)),
+    (False, C, False, False, tm.InitialStatus(C)),  # the own table deleted after COMPLETE
+    (False, None, True, False, tm.InitialStatus(C)),  # a new fleet told to use the single table
+    (False, None, False, True, tm.InitialStatus(C)),  # a new 3.5 fleet's state already in the lease table
+    (False, None, False, False, tm.InitialStatus(IN, create_own=True)),  # kcl-mp stays joinable by 3.1-3.4
 ])
 def test_start(own, stored, migrate_all, lease_state, expected):
     assert tm.start(own, stored, migrate_all, lease_state) == expected
@@ -88,10 +88,10 @@ def test_leader_step(local, stored, seen, own_rows, expected):
     assert tm.leader_step(local, stored, seen, set(own_rows), NOW, 7200) == expected
 
 
-def test_updated_pushes_history_and_keeps_ten():
-    first = tm.updated(None, IN, "w1", 5)
+def test_set_status_pushes_history_and_keeps_ten():
+    first = tm.set_status(None, IN, "w1", 5)
     assert first == CoordinatorState(IN, "w1", 5, (StateChange(IN, "w1", 5),))
     chain = first
     for n in range(12):
-        chain = tm.updated(chain, D if n % 2 else P, "w2", 10 + n)
-    assert len(chain.history) == tm.MAX_HISTORY and chain.history[0] == StateChange(P, "w2", 20)
+        chain = tm.set_status(chain, D if n % 2 else P, "w2", 10 + n)
+    assert len(chain.history) == MAX_HISTORY == 10 and chain.history[0] == StateChange(P, "w2", 20)

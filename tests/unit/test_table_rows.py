@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kcl_mp.leases.lease import Lease, not_a_lease
-from kcl_mp.leases.rows import CoordinatorState, LeaderLock, StateChange, WorkerMetrics, read_items
+from kcl_mp.leases.rows import CoordinatorState, LockView, StateChange, WorkerMetrics, read_items
 from kcl_mp.sequence import ExtendedSequenceNumber
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "java_kcl_3.5_rows.json"
@@ -112,7 +112,7 @@ def test_a_scan_splits_leases_from_the_other_rows_and_keeps_their_items():
 
 def test_the_views_are_what_java_stored():
     views = {row.key: row.view for row in read_items(JAVA["rows"]).others}
-    assert views["Leader"] == LeaderLock("java-worker-1", 120000, "5ba0e682-30f7-44e9-8c94-f999d1347ffd", False)
+    assert views["Leader"] == LockView("java-worker-1", 120000, "5ba0e682-30f7-44e9-8c94-f999d1347ffd", False)
     assert views["Migration3.0"] == CoordinatorState(
         "CLIENT_VERSION_3X", "java-worker-1", 1795343451578,
         (StateChange("CLIENT_VERSION_INIT", "java-worker-1", 1795343451576),))
