@@ -310,14 +310,20 @@ def checkpoints_backwards(run: Run) -> list[str]:
     """What the table monitor saw go back, and per shard any saved checkpoint asked for after
     a higher one had been saved. Its reply time does not order it: a host paused between its
     write and the reply records the reply seconds later, after the next owner's checkpoints,
-    though the write landed first (the next owner's take carries it)."""
+    though the write landed first (the next owner's take carries it). A processor asking again
+    for the position it saved last (its shutdown checkpoint after a pause) writes nothing: the
+    table does not move, so that is no checkpoint going back."""
     backwards = list(run.facts.backwards)
     saved: dict[str, list[tuple[float, tuple[int, int]]]] = defaultdict(list)  # (saved at, position)
     checkpoints = [e for e in run.facts.entries if e.get("event") == "checkpoint" and not e["error"]]
     for e in checkpoints:
         saved[e["_shard"]].append((e["at"], position(e["seq"], e["sub"])))
+    repeated: set[tuple[int, tuple[int, int]]] = set()  # (pid, position) a processor had saved already
     for e in checkpoints:
         asked, at = e.get("asked", e["at"]), position(e["seq"], e["sub"])
+        if (e["_pid"], at) in repeated:
+            continue  # the value it saved last, asked again: answered without a write, as Java's advancePosition
+        repeated.add((e["_pid"], at))
         before = [pos for saved_at, pos in saved[e["_shard"]] if saved_at < asked]
         if before and at < max(before):
             backwards.append(f"{e['_shard']}: pid {e['_pid']} checkpointed {e['seq']} after {max(before)}")

@@ -295,7 +295,7 @@ def test_a_restart_after_a_stall_does_not_start_a_processor_for_a_lease_taken_me
 
         def reaped() -> bool:
             supervisor.reap_workers()
-            return key not in supervisor.workers
+            return key not in supervisor.shards.active
 
         wait_until(reaped, 30, "the worker to exit after its processor died", interval=0.1)
         assert key in supervisor.restarts and key in supervisor.leases.held, caplog.text[-2000:]
@@ -304,11 +304,11 @@ def test_a_restart_after_a_stall_does_not_start_a_processor_for_a_lease_taken_me
         assert supervisor.table.take(current, "host-b") is not None  # what host-b's taker does
         wait_until(lambda: time.monotonic() >= supervisor.restarts[key].not_before, 60, "the restart to be due")
         supervisor.spawn_workers()  # waking: the spawn step comes before the next renewal
-        assert key not in supervisor.workers, "a processor was started for a lease renewed too long ago"
+        assert key not in supervisor.shards.active, "a processor was started for a lease renewed too long ago"
         assert f"not starting a processor for {key}" in caplog.text
         supervisor.handle_renewal(supervisor.leases.renew())
         supervisor.spawn_workers()
-        assert key not in supervisor.leases.held and key not in supervisor.workers
+        assert key not in supervisor.leases.held and key not in supervisor.shards.active
         assert f"lost lease {key}" in caplog.text
     finally:
         producer.stop.set()

@@ -103,3 +103,17 @@ def test_a_checkpoint_saved_before_a_higher_one_but_answered_after_it_is_not_bac
                   "_shard": SHARD, "_pid": 2}
     verdict = judge(facts([init(1, T0 + 1, "host-a"), *(rec(1, T0 + 2, i) for i in range(3)), late_reply, next_owner]))
     assert not any("backwards" in f for f in verdict.failures)
+
+
+@pytest.mark.parametrize("again_pid,backwards", [(1, False), (3, True)])
+def test_the_last_saved_position_asked_again_is_not_backwards_but_another_processor_s_is(again_pid, backwards):
+    """After a pause, the old owner's shutdown checkpoint asks again for the position it saved
+    last: answered without a write (Java's advancePosition), so the table never moved back. A
+    processor that never saved that position asking for it after a higher one is caught."""
+    saved = {"event": "checkpoint", "seq": SEQ[1], "sub": 0, "error": None, "asked": T0 + 3, "at": T0 + 3.1,
+             "_shard": SHARD, "_pid": 1}
+    next_owner = {"event": "checkpoint", "seq": SEQ[2], "sub": 0, "error": None, "asked": T0 + 5, "at": T0 + 5.1,
+                  "_shard": SHARD, "_pid": 2}
+    again = {**saved, "asked": T0 + 9, "at": T0 + 9.001, "_pid": again_pid}
+    verdict = judge(facts([init(1, T0 + 1, "host-a"), *(rec(1, T0 + 2, i) for i in range(3)), saved, next_owner, again]))
+    assert any("backwards" in f for f in verdict.failures) == backwards, verdict.failures
