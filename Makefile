@@ -83,16 +83,19 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# `make test` in two phases: every test that asserts no wall-clock bound, PARALLEL at a time
+# `make test` in three phases: every test that asserts no wall-clock bound, PARALLEL at a time
 # (most wait on emulators and lease timeouts, not on a core), then the `timing` tests alone so
-# nothing beside them moves their figures. JUNIT=DIR writes each phase's JUnit report there.
+# nothing beside them moves their figures, then the `paired` ones (the two fault runs, whose
+# recoveries stay within half their bound beside each other) two at a time. JUNIT=DIR writes
+# each phase's JUnit report there.
 PARALLEL ?= 3
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
-## test: the lint, then every test (PARALLEL=3 at a time, then the timing tests alone)
+## test: the lint, then every test (PARALLEL=3 at a time, the timing tests alone, the two fault runs side by side)
 test: lint $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS)
-	$(PYTEST) -m "not timing" -n $(PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/parallel.xml) $(PYTEST_ARGS)
+	$(PYTEST) -m "not timing and not paired" -n $(PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/parallel.xml) $(PYTEST_ARGS)
 	$(PYTEST) -m timing $(if $(JUNIT),--junitxml=$(JUNIT)/timing.xml) $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(PYTEST) -m paired -n 2 $(if $(JUNIT),--junitxml=$(JUNIT)/paired.xml) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 unit: lint $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)

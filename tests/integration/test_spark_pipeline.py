@@ -10,10 +10,10 @@ job runs as a stream the whole time and is SIGKILLed three times while a batch i
 the job already emitted is landed again with timestamps two hours later, a writer whose clock
 is an hour behind lands more, and an availableNow run finishes. The table must hold every id
 once (the re-landed range adds nothing, the late writer's rows are all there); the child
-shards' rows come in batches after their parent's last; the query keeps no state. Last, the
-Delta and Iceberg queries' last batches are made replays (their commits removed, the state a
-kill leaves between a table's commit and Spark's): the restart writes no Delta version and no
-Iceberg snapshot.
+shards' rows come in batches after their parent's last; the query keeps no state. Before that
+last run, the Delta and Iceberg queries' last batches are made replays (their commits removed:
+the state a kill leaves between a table's commit and Spark's): the run replays them and writes
+no batch into a table twice.
 """
 
 from __future__ import annotations
@@ -82,6 +82,36 @@ def output_ids(spark, table: Path) -> list[int]:
 def data_ids(table) -> list[int]:
     """The ids in a pyarrow table's ``data`` column (delta-rs's and pyiceberg's reads)."""
     return [json.loads(d)["id"] for d in table.column("data").to_pylist()]
+
+
+def query_id(checkpoint: Path) -> str:
+    """The streaming query's id, which the table writers key their commits by."""
+    return json.loads((checkpoint / "metadata").read_text())["id"]
+
+
+def replay_last_batch(checkpoint: Path) -> int:
+    """Make the query's last committed batch a replay (its commit and Hadoop checksum removed,
+    as a kill between the table's commit and Spark's leaves it); returns that batch."""
+    assert set(offsets(checkpoint)) == committed_batches(checkpoint), "a batch already in flight"
+    last = max(committed_batches(checkpoint))
+    for name in (str(last), f".{last}.crc"):
+        (checkpoint / "commits" / name).unlink()
+    return last
+
+
+def delta_batches(table: Path, query: str, every: bool = False) -> list[int]:
+    """The batch ids of the query's commits in the Delta log (app transactions); without
+    ``every``, the newest only (what delta-rs checks a batch against)."""
+    found = [json.loads(line)["txn"]["version"] for path in sorted((table / "_delta_log").glob("*.json"))
+             for line in path.read_text().splitlines() if '"txn"' in line and json.loads(line).get("txn", {}).get("appId") == query]
+    return found if every else list(range(max(found) + 1))
+
+
+def iceberg_batches(catalog, query: str, every: bool = False) -> list[int]:
+    """The batch ids in the table's snapshot summaries for the query (see ``delta_batches``)."""
+    found = [int(s.summary["kcl-mp.batch-id"]) for s in catalog.load_table("landing.events").snapshots()
+             if s.summary is not None and s.summary.get("kcl-mp.query-id") == query]
+    return found if every else list(range(max(found) + 1))
 
 
 def kill_mid_batch(job: Job, checkpoint: Path, after: int, timeout: float = 240) -> int:
@@ -163,6 +193,9 @@ def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_u
         wait_until(lambda: set(landed_ids(landing)) >= expected, 120, "every record in the landing area")
         wait_until(lambda: all(f"{stream}/{c}" in landed_files(landing) for c in children), 60, "the children landed")
         daemons["a"].stop_gracefully()
+        # caught up: no batch in flight in any query (the last kill of the job is not mid-batch)
+        wait_until(lambda: all(set(offsets(checkpoints / fmt)) == committed_batches(checkpoints / fmt)
+                               for fmt in ("parquet", "delta", "iceberg")), 120, "the job between batches", 0.2)
         jobs[-1].kill()
     finally:
         producer.stop.set()
@@ -195,6 +228,13 @@ def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_u
     behind = [((last[0] + k, 0), 10_000_000 + k) for k in range(1, 21)]
     land(storage, *child_key.split("/"), behind, last, "behind", written=datetime.now(timezone.utc) - hours(1))
 
+    # The state a kill leaves after a table's commit and before Spark's: the Delta and Iceberg
+    # queries' last committed batches lose their commit, so the final run replays them first.
+    replays = {fmt: replay_last_batch(checkpoints / fmt) for fmt in ("delta", "iceberg")}
+    held = {"delta": delta_batches(delta, query_id(checkpoints / "delta")),
+            "iceberg": iceberg_batches(load_catalog("default", **catalog), query_id(checkpoints / "iceberg"))}
+    assert all(replays[fmt] in held[fmt] for fmt in replays), (replays, held)  # the tables hold them already
+
     finishing = time.monotonic()
     Job(tmp_path / "job-final.log", *job_args, "--available-now").wait(300)
     finish_s = time.monotonic() - finishing
@@ -217,20 +257,16 @@ def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_u
     assert not any((checkpoints / fmt / "state").exists() for fmt in ("parquet", "delta", "iceberg")), \
         "the queries keep no state: no dedup keys"
 
-    # The state a kill leaves after the tables' commits and before Spark's: the last batch of
-    # each table's query replays, and writes nothing (keyed by query and batch id).
-    versions = DeltaTable(str(delta)).version(), len(load_catalog("default", **catalog).load_table("landing.events").snapshots())
-    for fmt in ("delta", "iceberg"):
-        last = max(committed_batches(checkpoints / fmt))
-        for name in (str(last), f".{last}.crc"):  # the log entry and its Hadoop checksum
-            (checkpoints / fmt / "commits" / name).unlink()
-    Job(tmp_path / "job-replay.log", *job_args, "--available-now").wait(300)
-    iceberg_table = load_catalog("default", **catalog).load_table("landing.events")
-    assert (DeltaTable(str(delta)).version(), len(iceberg_table.snapshots())) == versions
-    assert all(committed_batches(checkpoints / fmt) == set(offsets(checkpoints / fmt)) for fmt in ("delta", "iceberg"))
+    # The replayed batches ran again (Spark committed them now) and wrote nothing: each batch is
+    # in each table once.
+    after = {"delta": delta_batches(delta, query_id(checkpoints / "delta"), every=True),
+             "iceberg": iceberg_batches(load_catalog("default", **catalog), query_id(checkpoints / "iceberg"), every=True)}
+    for fmt, batches in after.items():
+        assert replays[fmt] in committed_batches(checkpoints / fmt), (fmt, replays[fmt])
+        assert len(batches) == len(set(batches)), f"{fmt}: a batch written twice: {sorted(batches)}"
     print(f"{len(expected)} records, {duplicates} landed twice, Spark killed mid-batch in batches {replayed}; "
-          f"kcl-mp part {kcl_s:.1f} s, availableNow finish {finish_s:.1f} s, {len(log)} batches; the replayed "
-          f"last batches wrote nothing (delta version {versions[0]}, {versions[1]} iceberg snapshots)")
+          f"kcl-mp part {kcl_s:.1f} s, availableNow finish {finish_s:.1f} s, {len(log)} batches; replayed batches "
+          f"{replays} (already in the tables) wrote nothing again")
 
 
 def test_the_sink_commits_to_an_s3_prefix_then_checkpoints(moto_url, kinesis, dynamodb, unique_name, tmp_path, spark):
