@@ -89,13 +89,15 @@ def query_id(checkpoint: Path) -> str:
     return json.loads((checkpoint / "metadata").read_text())["id"]
 
 
-def replay_last_batch(checkpoint: Path) -> int:
+def replay_last_batch(checkpoint: Path) -> int | None:
     """Make the query's last committed batch a replay (its commit and Hadoop checksum removed,
-    as a kill between the table's commit and Spark's leaves it); returns that batch."""
-    assert set(offsets(checkpoint)) == committed_batches(checkpoint), "a batch already in flight"
+    as a kill between the table's commit and Spark's leaves it); returns that batch, or None
+    when a batch is in flight already (the final run replays that one)."""
+    if set(offsets(checkpoint)) != committed_batches(checkpoint):
+        return None
     last = max(committed_batches(checkpoint))
-    for name in (str(last), f".{last}.crc"):
-        (checkpoint / "commits" / name).unlink()
+    for name in (str(last), f".{last}.crc"):  # the checksum may not be written yet at the kill
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
     return last
 
 
@@ -191,9 +193,12 @@ def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_u
         wait_until(lambda: set(landed_ids(landing)) >= expected, 120, "every record in the landing area")
         wait_until(lambda: all(f"{stream}/{c}" in landed_files(landing) for c in children), 60, "the children landed")
         daemons["a"].stop_gracefully()
-        # caught up: no batch in flight in any query (the last kill of the job is not mid-batch)
-        wait_until(lambda: all(set(offsets(checkpoints / fmt)) == committed_batches(checkpoints / fmt)
-                               for fmt in ("parquet", "delta", "iceberg")), 120, "the job between batches", 0.2)
+        # caught up: no batch in flight in any query, so the last kill of the job is not mid-batch;
+        # or the job ended by itself (PySpark's OptionalDataException under concurrent Python
+        # sources ends a query at times), its in-flight batches left for the final run to replay
+        wait_until(lambda: jobs[-1].process.poll() is not None or all(
+            set(offsets(checkpoints / fmt)) == committed_batches(checkpoints / fmt)
+            for fmt in ("parquet", "delta", "iceberg")), 120, "the job between batches", 0.2)
         jobs[-1].kill()
     finally:
         producer.stop.set()
@@ -231,7 +236,8 @@ def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_u
     replays = {fmt: replay_last_batch(checkpoints / fmt) for fmt in ("delta", "iceberg")}
     held = {"delta": delta_batches(delta, query_id(checkpoints / "delta")),
             "iceberg": iceberg_batches(load_catalog("default", **catalog), query_id(checkpoints / "iceberg"))}
-    assert all(replays[fmt] <= max(held[fmt]) for fmt in replays), (replays, held)  # the tables hold them already
+    made = {fmt: batch for fmt, batch in replays.items() if batch is not None}
+    assert all(batch <= max(held[fmt]) for fmt, batch in made.items()), (made, held)  # the tables hold them already
 
     finishing = time.monotonic()
     Job(tmp_path / "job-final.log", *job_args, "--available-now").wait(300)
@@ -260,7 +266,7 @@ def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_u
     after = {"delta": delta_batches(delta, query_id(checkpoints / "delta")),
              "iceberg": iceberg_batches(load_catalog("default", **catalog), query_id(checkpoints / "iceberg"))}
     for fmt, batches in after.items():
-        assert replays[fmt] in committed_batches(checkpoints / fmt), (fmt, replays[fmt])
+        assert committed_batches(checkpoints / fmt) == set(offsets(checkpoints / fmt)), fmt  # every replay ran
         assert len(batches) == len(set(batches)), f"{fmt}: a batch written twice: {sorted(batches)}"
     print(f"{len(expected)} records, {duplicates} landed twice, Spark killed mid-batch in batches {replayed}; "
           f"kcl-mp part {kcl_s:.1f} s, availableNow finish {finish_s:.1f} s, {len(log)} batches; replayed batches "
