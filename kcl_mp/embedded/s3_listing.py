@@ -6,8 +6,11 @@ store (a copy of the dict, then a Python-level lookup per key: about 0.1 s of CP
 ever landed, 100 times per trigger. S3 reads an index. Here each bucket's key store keeps
 its names sorted (kept up to date as moto adds and removes keys, built at its first
 listing), and a listing with a prefix hands moto a view of the bucket holding only the keys
-under the prefix, found by bisection; everything else (delimiters, delete markers,
-StartAfter, continuation, truncation) stays moto's own code, so the answers are moto's.
+under the prefix and, for a V2 listing from StartAfter or a continuation token, only those
+after it (moto drops every key and common prefix at or before it anyway: a common prefix
+sorts before the keys it stands for), found by bisection; everything else (delimiters,
+delete markers, StartAfter, continuation, truncation) stays moto's own code, so the answers
+are moto's. A reader listing what is new under a shard then costs what is new, as on S3.
 """
 
 from __future__ import annotations
@@ -28,27 +31,29 @@ def _sorted_names(store: Any) -> list[str]:
 
 
 class _PrefixView:
-    """What moto's ``list_objects`` reads of a bucket (``keys``), narrowed to one prefix."""
+    """What moto's ``list_objects`` reads of a bucket (``keys``), narrowed to one prefix and
+    to the names after ``after``."""
 
-    def __init__(self, store: Any, prefix: str):
+    def __init__(self, store: Any, prefix: str, after: str | None = None):
         from moto.s3.utils import _VersionedKeyStore
 
         self.keys = _VersionedKeyStore()
         with _lock:
             names = _sorted_names(store)
-            at = bisect.bisect_left(names, prefix)
+            at = bisect.bisect_right(names, after) if after and after > prefix else bisect.bisect_left(names, prefix)
             while at < len(names) and names[at].startswith(prefix):
                 dict.__setitem__(self.keys, names[at], dict.__getitem__(store, names[at]))
                 at += 1
 
 
 def install() -> None:
-    """Index moto's key stores and narrow ``S3Backend.list_objects`` (which
-    ``list_objects_v2`` calls) to the prefix; once per process."""
+    """Index moto's key stores and narrow ``S3Backend.list_objects`` to the prefix and
+    ``list_objects_v2`` (which calls it) also to its StartAfter or continuation; once per
+    process."""
     from moto.s3.models import FakeTableStorageBucket, S3Backend
     from moto.s3.utils import _VersionedKeyStore
 
-    listing = S3Backend.list_objects
+    listing, listing_v2 = S3Backend.list_objects, S3Backend.list_objects_v2
     if getattr(listing, "narrowed", False):
         return
     set_item, set_list, pop = _VersionedKeyStore.__setitem__, _VersionedKeyStore.setlist, _VersionedKeyStore.pop
@@ -72,12 +77,20 @@ def install() -> None:
                     del names[at]
 
     def list_objects(self: Any, bucket: Any, prefix: str | None, *args: Any, **kwargs: Any) -> Any:
-        if prefix and not isinstance(bucket, FakeTableStorageBucket):
+        if prefix and not isinstance(bucket, (FakeTableStorageBucket, _PrefixView)):
             bucket = _PrefixView(bucket.keys, prefix)
         return listing(self, bucket, prefix, *args, **kwargs)
+
+    def list_objects_v2(self: Any, bucket: Any, prefix: str | None, delimiter: str | None,
+                        continuation_token: str | None, start_after: str | None, max_keys: int) -> Any:
+        if prefix and not isinstance(bucket, FakeTableStorageBucket):
+            after = self._pagination_tokens.get(continuation_token) if continuation_token else start_after
+            bucket = _PrefixView(bucket.keys, prefix, after)
+        return listing_v2(self, bucket, prefix, delimiter, continuation_token, start_after, max_keys)
 
     _VersionedKeyStore.__setitem__ = lambda store, key, value: added(store, key, set_item, value)  # type: ignore[method-assign]
     _VersionedKeyStore.setlist = lambda store, key, versions: added(store, key, set_list, versions)  # type: ignore[method-assign,assignment]
     _VersionedKeyStore.pop = removed  # type: ignore[method-assign,assignment]
     list_objects.narrowed = True  # type: ignore[attr-defined]
     S3Backend.list_objects = list_objects  # type: ignore[method-assign]
+    S3Backend.list_objects_v2 = list_objects_v2  # type: ignore[method-assign]
