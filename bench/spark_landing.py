@@ -1,6 +1,7 @@
 """The ``kclmp_landing`` source's two figures (issue 28, L3 and L4).
 
     .venv/bin/python bench/spark_landing.py listing [--files 100000] [--shards 100] [--threads 16]
+                                                    [--triggers 3] [--quiet-load 1.0 --quiet-wait 7200]
     .venv/bin/python bench/spark_landing.py latency [--seconds 60] [--rate 20]
 
 listing   lands ``--files`` small files over ``--shards`` shards into moto's S3 (a thread pool of
@@ -8,8 +9,11 @@ listing   lands ``--files`` small files over ``--shards`` shards into moto's S3 
           shard's last file, as a query that has caught up holds them: ListObjectsV2 and GetObject
           calls (counted with a botocore event hook), planning time and the planner's own CPU, for
           the planning process's first trigger (it reads the footer of each shard's newest file)
-          and the next, and what one such LIST costs moto (which scans the whole bucket per call,
-          where S3 reads a page of the prefix: on moto the wall time is moto's).
+          and ``--triggers`` next ones, and what one such LIST costs the embedded emulator
+          (kcl_mp.embedded.s3_listing: a page of the prefix after StartAfter, as S3 reads it; on
+          the emulator the wall time is mostly the emulator's). The machine's load average is
+          printed with each trigger; ``--quiet-load`` waits (at most ``--quiet-wait`` s, the
+          files staying landed) until the 1-minute load average is at most that before planning.
 latency   kcl-mp with the sink rolling at 5 s on moto's Kinesis, the job with a 5 s trigger into
           a Parquet table; a producer puts ``--rate`` records/s for ``--seconds``. Put-to-visible
           is from the put to the moment the file sink's log committed the batch holding the
@@ -80,21 +84,32 @@ def listing(args: argparse.Namespace) -> None:
         planner = Planner(Options.parse({"path": url, "s3Endpoint": emulator.url}))
         calls: Counter = Counter()
         planner.storage.s3.meta.events.register("before-call.s3.*", lambda model, **_: calls.update([model.name]))
-        for trigger in ("first idle trigger", "next idle trigger"):
+        if args.quiet_load is not None:
+            waited = wait_for_quiet(args.quiet_load, args.quiet_wait)
+            print(f"waited {waited:.0f} s for a 1-minute load average <= {args.quiet_load}")
+        for trigger in ["first idle trigger", *["next idle trigger"] * args.triggers]:
             calls.clear()
             began, cpu = time.monotonic(), time.process_time()
             end = planner.plan(caught_up, None, None)
             took, cpu = time.monotonic() - began, time.process_time() - cpu
             assert end == caught_up, "an idle trigger moved"
             print(f"{trigger}: {calls['ListObjectsV2']} LIST, {calls['GetObject']} GET, planned in {took:.2f} s "
-                  f"({cpu:.2f} s of the planner's CPU)")
+                  f"({cpu:.2f} s of the planner's CPU; load average {os.getloadavg()[0]:.1f})")
         prefix = f"area/{STREAM}/shardId-{0:012d}/"
         began = time.monotonic()
         s3.list_objects_v2(Bucket="landing", Prefix=prefix, StartAfter=prefix + floor_key((last - 10, 0)))
-        print(f"one ListObjectsV2 of one new file takes moto {time.monotonic() - began:.3f} s with "
-              f"{per_shard * args.shards} keys in the bucket (moto scans every key of a bucket per call)")
+        print(f"one ListObjectsV2 of one new file takes the emulator {time.monotonic() - began:.3f} s with "
+              f"{per_shard * args.shards} keys in the bucket")
     finally:
         emulator.stop()
+
+
+def wait_for_quiet(load: float, at_most_s: float) -> float:
+    """Seconds waited, bounded, until the machine's 1-minute load average is at most ``load``."""
+    began = time.monotonic()
+    while os.getloadavg()[0] > load and time.monotonic() - began < at_most_s:
+        time.sleep(5)
+    return time.monotonic() - began
 
 
 def committed_at(table: Path) -> dict[str, float]:
@@ -178,6 +193,9 @@ def main() -> None:
     one.add_argument("--files", type=int, default=100_000)
     one.add_argument("--shards", type=int, default=100)
     one.add_argument("--threads", type=int, default=16)
+    one.add_argument("--triggers", type=int, default=3, help="idle triggers measured after the first")
+    one.add_argument("--quiet-load", type=float, help="plan once the 1-minute load average is at most this")
+    one.add_argument("--quiet-wait", type=float, default=7200, help="s to wait for that at most")
     two = sub.add_parser("latency")
     two.add_argument("--seconds", type=float, default=60)
     two.add_argument("--rate", type=float, default=20)

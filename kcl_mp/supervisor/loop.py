@@ -332,17 +332,16 @@ class Supervisor:
     # -- leases -----------------------------------------------------------------------
 
     def renew(self, now: float) -> None:
-        """The renew step: one round, its results carried out."""
+        """The renew step: one round, its results carried out; the shards hear of it at once
+        (``fence_workers``: the one path by which a shard whose lease is gone, lost in a
+        renewal or dropped by a scan, is told leaseLost)."""
         renewal = self.leases.renew()
         self.handle_renewal(renewal)
+        self.fence_workers()
         if renewal.became_leader:  # its first round now, not a scan interval later
             self.due["scan"] = now
 
     def handle_renewal(self, renewal: Renewal) -> None:
-        for key in renewal.lost:
-            shard = self.shards.active.get(key)
-            if shard is not None and shard.state not in TOLD_LOST:
-                self.shards.tell(shard, channel.LeaseLost)
         for key in renewal.handoffs:
             shard = self.shards.active.get(key)
             if shard is None or shard.state in TOLD_LOST:
