@@ -2,7 +2,7 @@
 
 It renews what this worker holds (all at once: ``renewer``), scans the table to take and
 steal (``balance`` decides, this module writes), runs the KCL 3.x graceful handoff in both
-directions, and keeps the table in step with the stream's shards (a ``ShardSyncer`` it
+directions (``handoffs``), and keeps the table in step with the stream's shards (a ``ShardSyncer`` it
 holds). It never touches processes: it reports what changed and the supervisor starts,
 stops or warns the shards' drivers accordingly.
 
@@ -42,7 +42,6 @@ from kcl_mp.fleet.discovery import OwnerIndexDiscovery
 from kcl_mp.fleet.leader import UNREADABLE
 from kcl_mp.fleet.role import FleetRole
 from kcl_mp.leases import balance, shard_sync
-from kcl_mp.leases.handoff import Verdict, judge_incoming
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.renewer import Renewer
 from kcl_mp.leases.shard_syncer import ShardSyncer, TableView
@@ -51,6 +50,7 @@ from kcl_mp.leases.throughput import LeaseThroughput, renewal_attributes
 from kcl_mp.logs import ShardLog
 from kcl_mp.metrics.catalogue import Recorder
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
+from kcl_mp.supervisor.handoffs import Handoffs, Incoming
 
 GIVE_UP_COOLDOWN_S = 60.0
 
@@ -63,17 +63,6 @@ class Held:
 
     lease: Lease
     renewed_at: float
-
-
-@dataclass
-class Incoming:
-    """A lease being handed to this worker: waiting for its old owner's last checkpoint."""
-
-    lease: Lease
-    asked_at: float
-    changed_at: float  # when its counter last moved (the old owner renewing)
-    asked: Lease | None = None  # as the request left it (None: asked by an earlier run)
-    seen_checkpointing: bool = True  # its checkpoint had moved under the old owner before the ask
 
 
 @dataclass(frozen=True)
@@ -95,8 +84,6 @@ class LeaseCoordinator:
     clock: Callable[[], float]
     rng: random.Random
     held: dict[str, Held] = field(default_factory=dict)
-    incoming: dict[str, Incoming] = field(default_factory=dict)
-    handing_off: dict[str, float] = field(default_factory=dict)  # key -> when the request was seen
     observations: dict[str, balance.Observation] = field(default_factory=dict)
     avoid: dict[str, float] = field(default_factory=dict)  # key -> until when this host does not take it
     last_steal_at: float = float("-inf")
@@ -115,6 +102,7 @@ class LeaseCoordinator:
         self.scanned_all = False  # the last scan read the whole table (a 3.x follower reads its own leases)
         self.view = TableView()
         self.sync = ShardSyncer(self.config, self.table, self.kinesis, self.log, self.view)
+        self.handoffs = Handoffs(self.config, self.table, self.log, self.clock, self.metrics)
 
     def record_bytes(self, key: str, nbytes: int) -> None:
         """Bytes a shard's driver handed its processor: the lease's throughputKBps (KCL 3.x)."""
@@ -163,7 +151,7 @@ class LeaseCoordinator:
                 if self.table.handoff_finish(lease.key, self.me):  # its processor is gone already
                     self.log.info("finished the handoff of %s to %s left by an earlier run", lease.key, lease.owner)
             elif lease.owner == self.me and lease.checkpoint_owner:
-                self.incoming[lease.key] = Incoming(lease, now, now)
+                self.handoffs.incoming[lease.key] = Incoming(lease, now, now)
             elif lease.owner == self.me:
                 renewed = lease if lease.key in taken_at else self.table.renew(lease, self.me)
                 if renewed is not None:
@@ -203,60 +191,20 @@ class LeaseCoordinator:
                 continue
             self.metrics.add("lease_renewals", 1)
             self.held[key] = Held(renewed, outcome.sent_at)
-            if renewed.owner != self.me and key not in self.handing_off:
-                self.handing_off[key] = outcome.sent_at
+            if renewed.owner != self.me and self.handoffs.asked_of_me(key, renewed.owner, outcome.sent_at):
                 handoffs.append(key)
-                self.log.info("lease %s: %s asked for it; stopping its processor for a last checkpoint",
-                              key, renewed.owner)
-        timeout_s = self.config.lease.handoff_timeout_s
-        for key, asked_at in list(self.handing_off.items()):
-            if key in self.held and self.clock() - asked_at > timeout_s:
-                self.log.warning("lease %s: the processor did not finish within gracefulLeaseHandoffTimeoutMillis "
-                                 "(%.0f s); handing the lease over without its last checkpoint", key, timeout_s)
-                self.finish_handoff(key)
-                lost.append(key)
-        acquired = self._check_incoming()
+        for key in self.handoffs.overdue(self.held):
+            self.finish_handoff(key)
+            lost.append(key)
+        arrived = self.handoffs.check_incoming(self._take)
+        for key, handed in arrived.items():
+            if handed is not None:
+                self.held[key] = Held(handed.lease, handed.renewed_at)
+        acquired = tuple(arrived)
         self.metrics.add("renew_time", self.clock() - started)
         self.metrics.add("leases_held", len(self.held))
         self.metrics.add("leases_lost", 0)  # a sample every round, as Java's; each loss adds 1 (drop)
         return Renewal(tuple(lost), tuple(handoffs), acquired, became_leader)
-
-    def _check_incoming(self) -> tuple[str, ...]:
-        acquired: list[str] = []
-        failover_s = self.config.lease.failover_time_ms / 1000.0
-        for key, waiting in list(self.incoming.items()):
-            now = self.clock()
-            try:
-                current = self.table.get(key)
-            except DependencyError as exc:
-                self.log.warning("checking the handoff of %s failed: %s", key, exc)
-                continue
-            judged = judge_incoming(self.me, current, waiting.lease, waiting.asked, waiting.asked_at,
-                                    waiting.changed_at, waiting.seen_checkpointing, now, failover_s,
-                                    self.config.lease.handoff_timeout_s)
-            if judged.verdict is Verdict.GONE:
-                del self.incoming[key]
-                self.log.info("lease %s went to %s instead", key, current.owner if current else "nobody (deleted)")
-            elif judged.verdict is Verdict.ENDED:  # its old owner finished the shard: nothing left to process
-                del self.incoming[key]
-                self.log.info("lease %s reached SHARD_END during its handoff: not taking it", key)
-            elif judged.verdict is Verdict.HANDED_OVER:
-                assert current is not None
-                del self.incoming[key]
-                # The old owner's last write landed after a read that still saw the handoff (the
-                # one that set changed_at): a safe "renewed" time, where `now` could be too late.
-                self.held[key] = Held(current, waiting.changed_at)
-                acquired.append(key)
-                self.metrics.add("leases_taken", 1)
-                self.log.info("lease %s handed over at checkpoint %s", key, current.checkpoint)
-            else:
-                assert current is not None
-                waiting.lease, waiting.changed_at = current, judged.changed_at
-                if judged.verdict is Verdict.TAKE and self._take(
-                        current, f"took lease {key} from {current.checkpoint_owner} ({judged.why})"):
-                    del self.incoming[key]
-                    acquired.append(key)
-        return tuple(acquired)
 
     # -- taking and stealing ----------------------------------------------------------
 
@@ -295,7 +243,7 @@ class LeaseCoordinator:
                 self._rescue(leases)
             taken = {key: sent_at for key, lease in written.items()
                      if lease.owner == self.me and not lease.checkpoint_owner}
-            self.adopt_own_leases(self.fleet.assigned_here(leases.values(), [*self.held, *self.incoming]),
+            self.adopt_own_leases(self.fleet.assigned_here(leases.values(), [*self.held, *self.handoffs.incoming]),
                                   "assigned by the leader", taken)
             return tuple(key for key in self.held if key not in before)
         self.fleet.monitor_flip(leases)
@@ -319,7 +267,9 @@ class LeaseCoordinator:
                     if self._take(leases[key], f"took lease {key} (from {leases[key].owner or 'nobody'})")]
         for key in plan.steal:
             if self.config.lease.graceful_lease_handoff_enabled:
-                self._ask_handoff(leases[key])
+                seen = self.observations.get(key)
+                if self.handoffs.ask(leases[key], seen is not None and seen.checkpointed):
+                    self.metrics.add("leases_stolen", 1)
             elif self._take(leases[key], f"stole lease {key} from {leases[key].owner}"):
                 self.metrics.add("leases_stolen", 1)
                 acquired.append(key)
@@ -351,7 +301,7 @@ class LeaseCoordinator:
         """The leases the leader assigned here, through the index; losses show in the renewals."""
         before = set(self.held)
         try:
-            found = self.discovery.discover({*self.held, *self.incoming}, self.last_seen)
+            found = self.discovery.discover({*self.held, *self.handoffs.incoming}, self.last_seen)
         except DependencyError as exc:
             self.log.warning("finding the leases assigned to this worker failed: %s", exc)
             return ()
@@ -396,33 +346,12 @@ class LeaseCoordinator:
         self.metrics.add("leases_taken", 1)
         return True
 
-    def _ask_handoff(self, lease: Lease) -> None:
-        try:
-            started = self.table.handoff_start(lease, self.me)
-        except DependencyError as exc:
-            self.log.warning("asking for lease %s failed: %s", lease.key, exc)
-            return
-        if started is None:
-            self.log.info("lease %s moved before its handoff could start", lease.key)
-            return
-        now = self.clock()
-        seen = self.observations.get(lease.key)
-        self.incoming[lease.key] = Incoming(started, now, now, started, seen is not None and seen.checkpointed)
-        self.metrics.add("leases_stolen", 1)
-        self.log.info("asked %s to hand lease %s over", lease.owner, lease.key)
-
     # -- giving leases up -------------------------------------------------------------
 
     def finish_handoff(self, key: str) -> None:
         """The processor has made its last checkpoint: let the new owner start."""
         self.held.pop(key, None)
-        self.handing_off.pop(key, None)
-        try:
-            if self.table.handoff_finish(key, self.me):
-                self.log.info("handed lease %s over", key)
-        except DependencyError as exc:
-            self.log.warning("finishing the handoff of %s failed (%s); the new owner will take it after "
-                             "gracefulLeaseHandoffTimeoutMillis", key, exc)
+        self.handoffs.finish(key)
 
     def give_up(self, key: str) -> float:
         """Release a lease whose processor keeps failing here, and leave it alone for a while
@@ -445,7 +374,7 @@ class LeaseCoordinator:
         if self.held.pop(key, None) is not None:
             self.metrics.add("leases_lost", 1)
             self.log.warning("lost lease %s: %s", key, why)
-        self.handing_off.pop(key, None)
+        self.handoffs.handing_off.pop(key, None)
 
     def shard_ended(self, key: str) -> None:
         """Its processor checkpointed SHARD_END: stop renewing (finished leases are neither
@@ -460,20 +389,15 @@ class LeaseCoordinator:
         released = []
         for key in list(self.held):
             try:
-                if key in self.handing_off:
+                if key in self.handoffs.handing_off:
                     self.finish_handoff(key)
                 elif self.table.release(key, self.me):
                     released.append(key)
                     self.metrics.add("leases_released", 1)
             except DependencyError as exc:
                 self.log.warning("releasing lease %s failed (%s); it will expire instead", key, exc)
-        for key, waiting in self.incoming.items():
-            try:
-                self.table.handoff_cancel(key, self.me, waiting.lease.checkpoint_owner or "")
-            except DependencyError as exc:
-                self.log.warning("cancelling the handoff of %s failed (%s)", key, exc)
+        self.handoffs.cancel_all()
         self.held.clear()
-        self.incoming.clear()
         self.fleet.release()
         return released
 

@@ -67,7 +67,6 @@ import logging
 import random
 import signal
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -77,7 +76,7 @@ from multiprocess.connection import wait as wait_for
 
 from kcl_mp.aws.clients import client as aws_client
 from kcl_mp.config import Config
-from kcl_mp.errors import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_PROCESSOR, EXIT_START
+from kcl_mp.errors import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK
 from kcl_mp.leases.renewer import renewal_table
 from kcl_mp.leases.rows import OtherRow, other_rows_line
 from kcl_mp.leases.table import LeaseTable
@@ -88,14 +87,13 @@ from kcl_mp.metrics.catalogue import Recorder, encode_samples
 from kcl_mp.retrieval import fanout
 from kcl_mp.retrieval.streams import stream_client
 from kcl_mp.sequence import ExtendedSequenceNumber
-from kcl_mp.supervisor import restart_policy
 from kcl_mp.supervisor.coordinator import LeaseCoordinator, Renewal
+from kcl_mp.supervisor.exits import Exits
 from kcl_mp.supervisor.progress import render, shard_state
-from kcl_mp.supervisor.restart_policy import Action
 from kcl_mp.supervisor.shard_life import CHECKPOINTED, TOLD_LOST, Event, ShardState
 from kcl_mp.supervisor.shards import RunningShard, Shards
 from kcl_mp.supervisor.signals import SignalQueue, StartupInterrupted
-from kcl_mp.supervisor.starts import Restart, Starts
+from kcl_mp.supervisor.starts import Starts
 from kcl_mp.supervisor.steps import MAX_FAILURES, Steps
 from kcl_mp.worker import channel
 
@@ -126,9 +124,9 @@ class Supervisor:
         self.shards = Shards(self.config, self.log_level, self.log_format, self.log, self.metrics, self.clock)
         self.starts = Starts(self.config.lease.failover_time_ms / 1000.0, self.log)
         self.restarts = self.starts.restarts  # key -> Restart: shards waiting to be restarted
-        self.counters: Counter[str] = Counter()  # events an operator should see (the metrics issue publishes them)
+        self.exits = Exits(self.config, self.leases, self.restarts, self.log, self.metrics, self.rng)
+        self.counters = self.exits.counters  # events an operator should see (the metrics issue publishes them)
         self.steps = Steps(self.log, self.metrics, self.counters)
-        self.ended: set[str] = set()  # shards this host checkpointed at SHARD_END (the live view's "ended")
         self.views = 0  # live views printed (the first has the legend)
         self.other_rows: frozenset[str] = frozenset()  # keys of the rows not leases, as last logged
         self.due: dict[str, float] = {}
@@ -370,51 +368,9 @@ class Supervisor:
         for shard, message in actions:
             self._act(shard, message)
         for shard in ended:
-            self._after_exit(shard, shard.exit_code, self.clock())
-
-    def _after_exit(self, shard: RunningShard, code: int | None, now: float) -> None:
-        """Gather the facts, let ``restart_policy.after_exit`` decide, carry the decision out."""
-        key = shard.key
-        if not shard.shard_end and shard.state is ShardState.HANDING_OFF and key in self.leases.held:
-            self.leases.finish_handoff(key)  # it died while stopping: the last checkpoint stands
-        cannot_start = code == EXIT_START
-        if key in self.leases.held and not (self.stopping or shard.shard_end or cannot_start):
-            self.leases.refresh(key)  # a restart resumes from the last checkpoint its predecessor wrote
-        held = self.leases.held.get(key)
-        gone = restart_policy.Gone(shard.shard_end, code, shard.failure, now - shard.started_at, held is not None,
-                                   self.stopping, held is not None and held.lease.is_shard_end, cannot_start,
-                                   code == EXIT_PROCESSOR, shard.state in TOLD_LOST)
-        decision = restart_policy.after_exit(gone, self.restarts.get(key, Restart()).attempts, self.config.processor,
-                                             self.rng)
-        self.counters.update(decision.counters)
-        limit = self.config.processor.max_restarts
-        match decision.action:
-            case Action.RESUME:
-                self.restarts.pop(key, None)
-                self.log.info("shard %s %s", key, decision.why)
-            case Action.FINISHED:
-                self.ended.add(key)
-                self.leases.shard_ended(key)
-                self.restarts.pop(key, None)
-                self.log.info("shard %s %s", key, decision.why)
-            case Action.STOP_HOST:
-                self.log.error("shard %s: %s", key, decision.why, extra={"shard": key})
+            if self.exits.after_exit(shard, shard.exit_code, self.clock(), self.stopping):
                 self.exit_code = EXIT_CONFIG
                 self.stopping = True
-            case Action.RELEASE:
-                self.restarts.pop(key, None)
-                cooldown = self.leases.give_up(key)
-                self.log.error("shard %s: %s; %d failures in a row (kclmp.processorMaxRestarts = %d): released the "
-                               "lease for another host to try; this host leaves it alone for %.0f s", key,
-                               decision.why, decision.attempts, limit, cooldown, extra={"shard": key})
-            case Action.RESTART:
-                self.restarts[key] = Restart(decision.attempts, now + decision.delay_s)
-                self.metrics.add("processor_restarts", 1, key)
-                # One ERROR for the first failure in a row; the restarts after it are warnings, and
-                # the release (if it comes to that) sums the loop up in one ERROR more.
-                level = logging.ERROR if decision.attempts == 1 else logging.WARNING
-                self.log.log(level, "shard %s: %s; restart %d of %d in %.1f s from the last checkpoint", key,
-                             decision.why, decision.attempts, limit, decision.delay_s, extra={"shard": key})
 
     def _lost_wait_s(self) -> float:
         return (self.config.processor.timeout_s or 0) + LEASE_LOST_WAIT_S
@@ -438,11 +394,11 @@ class Supervisor:
     def show_progress(self, stopped: bool = False) -> None:
         now = self.clock()
         avoid = {key: until - now for key, until in self.leases.avoid.items() if until > now}
-        keys = {*self.leases.held, *self.shards.active, *self.restarts, *avoid, *self.ended}
+        keys = {*self.leases.held, *self.shards.active, *self.restarts, *avoid, *self.exits.ended}
         restarts = {key: (r.attempts, r.not_before - now) for key, r in self.restarts.items()
                     if key not in self.shards.active}
         states = {key: shard_state(key in self.shards.active, restarts.get(key), self.config.processor.max_restarts,
-                                   avoid.get(key), self.starts.waiting.get(key, ()), key in self.ended)
+                                   avoid.get(key), self.starts.waiting.get(key, ()), key in self.exits.ended)
                   for key in keys}
         print(render(list(self.shards.progress.values()), states, len(self.leases.held), now,
                      legend=not self.views, stopped=stopped), flush=True)

@@ -240,7 +240,7 @@ def test_followers_use_the_owner_index_and_only_the_leader_syncs_shards(tmp_path
     lease_table = Counter(op for op, name in calls if name == app)
     assert lease_table["Scan"] == 0 and lease_table["Query"] == 1, lease_table
     assert lease_table["GetItem"] == 21, lease_table  # 20 new leases and the parent of one
-    assert len(w2.held) == 20 and not w2.incoming and not w2.scanned_all
+    assert len(w2.held) == 20 and not w2.handoffs.incoming and not w2.scanned_all
     assert w2.waiting_for("shardId-000000000000") == ["shardId-000000000059"]  # w3's open parent
     calls.clear()
     w2.scan()

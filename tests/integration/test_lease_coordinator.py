@@ -74,12 +74,12 @@ def _checkpoint_as(table: LeaseTable, owner: str, position: str) -> None:
 def _steal_one_processed(coordinator: LeaseCoordinator, clock: Clock, owner: str) -> str:
     """The thief's first scan only sees ``owner``'s leases (not started: the steal waits);
     once their checkpoints moved under ``owner``, the next scan asks for one."""
-    assert coordinator.scan() == () and not coordinator.incoming
+    assert coordinator.scan() == () and not coordinator.handoffs.incoming
     _checkpoint_as(coordinator.table, owner, "5")
     _renew_as(coordinator.table, owner)
     clock.now += 1.0
     assert coordinator.scan() == ()
-    (key,) = coordinator.incoming
+    (key,) = coordinator.handoffs.incoming
     return key
 
 
@@ -152,11 +152,11 @@ def test_a_handoff_asked_of_an_owner_never_seen_checkpointing(tmp_path, moto_url
     clock = Clock()
     coordinator = _coordinator(tmp_path, moto_url, dynamodb, unique_name, clock)
     _seed(coordinator.table, "java-3x", 2)
-    assert coordinator.scan() == () and not coordinator.incoming  # first sight: not started
+    assert coordinator.scan() == () and not coordinator.handoffs.incoming  # first sight: not started
     clock.now += 3.1  # failoverTimeMillis 3000, java-3x renewing all along
     _renew_as(coordinator.table, "java-3x")
     assert coordinator.scan() == ()
-    ((key, waiting),) = coordinator.incoming.items()
+    ((key, waiting),) = coordinator.handoffs.incoming.items()
     assert not waiting.seen_checkpointing
     waited = 0.0
     acquired: tuple[str, ...] = ()
@@ -193,7 +193,7 @@ def test_a_steal_racing_a_shard_end_asks_for_nothing(tmp_path, moto_url, dynamod
                            lambda key: owner.checkpoint(key, "host-b", ExtendedSequenceNumber(SHARD_END)))
     assert coordinator.scan() == ()
     (key,) = ended
-    assert not coordinator.incoming and key not in coordinator.held
+    assert not coordinator.handoffs.incoming and key not in coordinator.held
     after = owner.get(key)
     end = ExtendedSequenceNumber(SHARD_END)
     assert (after.owner, after.checkpoint_owner, after.checkpoint) == ("host-b", None, end)
@@ -201,7 +201,7 @@ def test_a_steal_racing_a_shard_end_asks_for_nothing(tmp_path, moto_url, dynamod
         clock.now += 3.1
         _renew_as(owner, "host-b")
         assert coordinator.scan() == () and coordinator.renew().acquired == ()
-        assert key not in coordinator.incoming and key not in coordinator.held
+        assert key not in coordinator.handoffs.incoming and key not in coordinator.held
     assert owner.get(key).owner == "host-b"
 
 
@@ -222,10 +222,10 @@ def test_a_forced_take_racing_a_shard_end_takes_nothing(tmp_path, moto_url, dyna
         if not ended:
             _renew_as(owner, "host-b")
         seen.append(coordinator.renew().acquired)
-        if ended and key not in coordinator.incoming:
+        if ended and key not in coordinator.handoffs.incoming:
             break
     assert ended == [key] and seen and not any(seen), seen
-    assert key not in coordinator.incoming and key not in coordinator.held
+    assert key not in coordinator.handoffs.incoming and key not in coordinator.held
     after = owner.get(key)
     end = ExtendedSequenceNumber(SHARD_END)
     assert (after.owner, after.checkpoint_owner, after.checkpoint) == ("thief", "host-b", end)
@@ -242,7 +242,7 @@ def test_a_handoff_whose_lease_reaches_shard_end_is_dropped(tmp_path, moto_url, 
     for _ in range(6):  # past failoverTimeMillis: the owner stopped renewing
         clock.now += 0.975
         assert coordinator.renew().acquired == ()
-    assert key not in coordinator.incoming and key not in coordinator.held
+    assert key not in coordinator.handoffs.incoming and key not in coordinator.held
     assert coordinator.table.get(key).checkpoint_owner == "host-b"
 
 
