@@ -1,7 +1,9 @@
 """Logging: every line names the worker and, where there is one, the shard.
 
 Text lines read ``time level worker=... shard=... message``; ``--log-format json`` writes
-one JSON object a line (``ts, level, logger, worker, shard, pid, msg``).
+one JSON object a line (``ts, level, logger, worker, shard, pid, msg``), and on the lines
+that record a change of a lease's holder, ``event`` (a ``LeaseEvent``'s stable name) and
+``lease`` (its key): what a program reading the log keys on, where the message is prose.
 
 No credentials in logs: kcl-mp never formats them into a message, and as a second line of
 defence every line is scrubbed of every credential this process knows: the AWS keys in its
@@ -33,6 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, MutableMapping
+from enum import Enum
 from typing import Any
 from urllib.parse import quote
 
@@ -196,6 +199,24 @@ class _Context(logging.Filter):
         return True
 
 
+class LeaseEvent(str, Enum):
+    """A change of who holds a lease, as this worker logs it (the JSON log's ``event``)."""
+
+    TAKEN = "lease_taken"  # an expired, unowned or abandoned lease, or one taken by force from a handoff
+    STOLEN = "lease_stolen"  # taken from a live owner (2.x balancing without graceful handoff)
+    HANDED_IN = "lease_handed_in"  # its old owner checkpointed and let go
+    KEPT = "lease_kept"  # held already in the table: an earlier run's, or assigned by a 3.x leader
+    HANDED_OFF = "lease_handed_off"  # let go to the worker that asked for it
+    RELEASED = "lease_released"  # let go at shutdown
+    GIVEN_UP = "lease_given_up"  # let go for another host: its processor kept failing here
+    LOST = "lease_lost"  # found held by another worker, or not renewable
+
+
+def lease_event(event: LeaseEvent, key: str) -> dict[str, Any]:
+    """The ``extra`` of a log call recording ``event`` for lease ``key``."""
+    return {"event": event.value, "lease": key}
+
+
 class _Json(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry = {
@@ -207,6 +228,8 @@ class _Json(logging.Formatter):
             "pid": record.process,
             "msg": record.getMessage(),
         }
+        if hasattr(record, "event"):
+            entry["event"], entry["lease"] = record.event, getattr(record, "lease", None)
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return orjson.dumps(entry).decode().translate(_JSON_ESCAPES)

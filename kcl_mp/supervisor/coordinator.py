@@ -47,7 +47,7 @@ from kcl_mp.leases.renewer import Renewer
 from kcl_mp.leases.shard_syncer import ShardSyncer, TableView
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.leases.throughput import LeaseThroughput, renewal_attributes
-from kcl_mp.logs import ShardLog
+from kcl_mp.logs import LeaseEvent, ShardLog, lease_event
 from kcl_mp.metrics.catalogue import Recorder
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 from kcl_mp.supervisor.handoffs import Handoffs, Incoming
@@ -156,7 +156,7 @@ class LeaseCoordinator:
                 renewed = lease if lease.key in taken_at else self.table.renew(lease, self.me)
                 if renewed is not None:
                     self.held[lease.key] = Held(renewed, taken_at.get(lease.key, now))
-                    self.log.info("kept lease %s %s", lease.key, why)
+                    self.log.info("kept lease %s %s", lease.key, why, extra=lease_event(LeaseEvent.KEPT, lease.key))
 
     # -- renewing ---------------------------------------------------------------------
 
@@ -270,7 +270,7 @@ class LeaseCoordinator:
                 seen = self.observations.get(key)
                 if self.handoffs.ask(leases[key], seen is not None and seen.checkpointed):
                     self.metrics.add("leases_stolen", 1)
-            elif self._take(leases[key], f"stole lease {key} from {leases[key].owner}"):
+            elif self._take(leases[key], f"stole lease {key} from {leases[key].owner}", LeaseEvent.STOLEN):
                 self.metrics.add("leases_stolen", 1)
                 acquired.append(key)
         if self.metrics.enabled:
@@ -331,7 +331,7 @@ class LeaseCoordinator:
         for worker, count in fleet.worker_leases.items():
             self.metrics.add("worker_leases", count, worker)
 
-    def _take(self, lease: Lease, what: str) -> bool:
+    def _take(self, lease: Lease, what: str, event: LeaseEvent = LeaseEvent.TAKEN) -> bool:
         sent_at = self.clock()
         try:
             taken = self.table.take(lease, self.me)
@@ -341,7 +341,7 @@ class LeaseCoordinator:
         if taken is None:
             self.log.info("lease %s moved before it could be taken", lease.key)
             return False
-        self.log.info("%s, checkpoint %s", what, taken.checkpoint)
+        self.log.info("%s, checkpoint %s", what, taken.checkpoint, extra=lease_event(event, lease.key))
         self.held[lease.key] = Held(taken, sent_at)
         self.metrics.add("leases_taken", 1)
         return True
@@ -373,7 +373,7 @@ class LeaseCoordinator:
         self.throughput.drop(key)
         if self.held.pop(key, None) is not None:
             self.metrics.add("leases_lost", 1)
-            self.log.warning("lost lease %s: %s", key, why)
+            self.log.warning("lost lease %s: %s", key, why, extra=lease_event(LeaseEvent.LOST, key))
         self.handoffs.handing_off.pop(key, None)
 
     def shard_ended(self, key: str) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from kcl_mp.config import Config
 from kcl_mp.errors import EXIT_PROCESSOR, EXIT_START
-from kcl_mp.logs import ShardLog
+from kcl_mp.logs import LeaseEvent, ShardLog, lease_event
 from kcl_mp.metrics.catalogue import Recorder
 from kcl_mp.supervisor import restart_policy
 from kcl_mp.supervisor.coordinator import LeaseCoordinator
@@ -67,7 +67,8 @@ class Exits:
                 cooldown = leases.give_up(key)
                 self.log.error("shard %s: %s; %d failures in a row (kclmp.processorMaxRestarts = %d): released the "
                                "lease for another host to try; this host leaves it alone for %.0f s", key,
-                               decision.why, decision.attempts, limit, cooldown, extra={"shard": key})
+                               decision.why, decision.attempts, limit, cooldown,
+                               extra={"shard": key, **lease_event(LeaseEvent.GIVEN_UP, key)})
             case Action.RESTART:
                 self.restarts[key] = Restart(decision.attempts, now + decision.delay_s)
                 self.metrics.add("processor_restarts", 1, key)

@@ -19,7 +19,7 @@ from kcl_mp.errors import DependencyError
 from kcl_mp.leases.handoff import Verdict, judge_incoming
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.table import LeaseTable
-from kcl_mp.logs import ShardLog
+from kcl_mp.logs import LeaseEvent, ShardLog, lease_event
 from kcl_mp.metrics.catalogue import Recorder
 
 
@@ -81,7 +81,7 @@ class Handoffs:
         self.handing_off.pop(key, None)
         try:
             if self.table.handoff_finish(key, self.me):
-                self.log.info("handed lease %s over", key)
+                self.log.info("handed lease %s over", key, extra=lease_event(LeaseEvent.HANDED_OFF, key))
         except DependencyError as exc:
             self.log.warning("finishing the handoff of %s failed (%s); the new owner will take it after "
                              "gracefulLeaseHandoffTimeoutMillis", key, exc)
@@ -131,7 +131,8 @@ class Handoffs:
                 # one that set changed_at): a safe "renewed" time, where `now` could be too late.
                 arrived[key] = HandedOver(current, waiting.changed_at)
                 self.metrics.add("leases_taken", 1)
-                self.log.info("lease %s handed over at checkpoint %s", key, current.checkpoint)
+                self.log.info("lease %s handed over at checkpoint %s", key, current.checkpoint,
+                              extra=lease_event(LeaseEvent.HANDED_IN, key))
             else:
                 assert current is not None
                 waiting.lease, waiting.changed_at = current, judged.changed_at

@@ -80,7 +80,7 @@ from kcl_mp.errors import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK
 from kcl_mp.leases.renewer import renewal_table
 from kcl_mp.leases.rows import OtherRow, other_rows_line
 from kcl_mp.leases.table import LeaseTable
-from kcl_mp.logs import ShardLog
+from kcl_mp.logs import LeaseEvent, ShardLog, lease_event
 from kcl_mp.metrics import link
 from kcl_mp.metrics import process as metrics_process
 from kcl_mp.metrics.catalogue import Recorder, encode_samples
@@ -428,7 +428,8 @@ class Supervisor:
             self.ship_metrics()  # /healthz stays fresh while processors checkpoint
         for key in self.leases.release_all():
             self.log.info("released lease %s (checkpoint %s)", key,
-                          self.shards.active[key].progress.checkpoint if key in self.shards.active else "-")
+                          self.shards.active[key].progress.checkpoint if key in self.shards.active else "-",
+                          extra=lease_event(LeaseEvent.RELEASED, key))
         if self.progress_every_s:
             self.show_progress(stopped=True)  # the final figures, after the last checkpoints
         self.shards.finish(self.wait)

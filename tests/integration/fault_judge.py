@@ -40,10 +40,11 @@ from __future__ import annotations
 
 import bisect
 import json
-import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+
+from kcl_mp.logs import LeaseEvent
 
 from .failover_run import Delivery, recovery
 from .fault_run import FAILOVER_MS, Facts
@@ -51,10 +52,8 @@ from .fault_run import FAILOVER_MS, Facts
 TOLERANCE_S = 0.5
 RECOVERY_BOUND_S = FAILOVER_MS / 1000 + 2 * FAILOVER_MS / 1000 + 10.0  # failover + an assignment interval + 10 s
 KILLED_ERRORS_S = 15.0
-ACQUIRED = [re.compile(p) for p in (r"^took lease (\S+) ", r"^stole lease (\S+) ", r"^lease (\S+) handed over at ",
-                                    r"^kept lease (\S+) (?:from an earlier run|assigned by the leader)")]
-RELEASED = [re.compile(p) for p in (r"^handed lease (\S+) over", r"^released lease (\S+) ",
-                                    r"^shard (\S+): .* released the lease for another host")]
+ACQUIRED = {e.value for e in (LeaseEvent.TAKEN, LeaseEvent.STOLEN, LeaseEvent.HANDED_IN, LeaseEvent.KEPT)}
+RELEASED = {e.value for e in (LeaseEvent.HANDED_OFF, LeaseEvent.RELEASED, LeaseEvent.GIVEN_UP)}
 BEFORE_ALL, AFTER_ALL = (-1, 0), (10 ** 80, 0)  # sequence numbers have 56 digits
 
 
@@ -109,11 +108,8 @@ def lease_timeline(logs: dict[str, str]) -> dict[str, list[tuple[float, str | No
     events: dict[str, list[tuple[float, str, bool]]] = defaultdict(list)
     for host, text in logs.items():
         for t, entry in log_lines(text):
-            msg = entry.get("msg", "")
-            for patterns, acquired in ((ACQUIRED, True), (RELEASED, False)):
-                match = next((m for m in (p.match(msg) for p in patterns) if m), None)
-                if match:
-                    events[match.group(1).rstrip(",")].append((t, host, acquired))
+            if entry.get("event") in ACQUIRED or entry.get("event") in RELEASED:
+                events[entry["lease"]].append((t, host, entry["event"] in ACQUIRED))
     timeline: dict[str, list[tuple[float, str | None]]] = {}
     for key, found in events.items():
         holder: str | None = None
@@ -231,7 +227,7 @@ def explain_non_holders(run: Run, non_holder: list[dict]) -> list[str]:
         taken = [(t, h) for t, h in run.timeline.get(shard, []) if t <= got[0]["at"] and h != host]
         resumed = [p["until"] for p in run.pauses if p["host"] == host and -TOLERANCE_S <= got[0]["at"] - p["until"] < 5.0]
         learnt = [t for t, e in log_lines(run.facts.logs.get(host, "")) if t >= taken[-1][0] and
-                  e.get("msg", "").startswith(f"lost lease {shard}:")] if taken else []
+                  e.get("event") == LeaseEvent.LOST and e.get("lease") == shard] if taken else []
         details.append(
             f"non-holder: {host} (processor pid {pid}) handled {len(got)} records of {shard} at "
             f"{clock(got[0]['at'])}-{clock(got[-1]['at'])}; {taken[-1][1] if taken else '?'} had taken the lease "
@@ -372,7 +368,7 @@ def longest_waits(records: list[dict], since: float) -> dict[str, float]:
 def leases_lost(facts: Facts) -> dict[str, int]:
     """The hosts' "lost lease" lines: in all, and within a storm (or failover after it)."""
     storms = [(i["t"], i["until"] + FAILOVER_MS / 1000) for i in facts.injected if i["action"] == "storm"]
-    lost = [t for text in facts.logs.values() for t, e in log_lines(text) if e.get("msg", "").startswith("lost lease ")]
+    lost = [t for text in facts.logs.values() for t, e in log_lines(text) if e.get("event") == LeaseEvent.LOST]
     return {"all": len(lost), "in_storm": sum(any(a <= t <= b for a, b in storms) for t in lost)}
 
 

@@ -17,9 +17,11 @@ SHARD = "shardId-000000000000"
 SEQ = [str(49_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000 + i) for i in range(10)]
 
 
-def log(*lines: tuple[float, str]) -> str:
-    return "".join(json.dumps({"ts": datetime.fromtimestamp(t).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3],
-                               "level": "INFO", "msg": msg}) + "\n" for t, msg in lines)
+def took(t: float, holder: str, checkpoint: str) -> str:
+    """A host's JSON log line for taking SHARD's lease, with its structured event."""
+    return json.dumps({"ts": datetime.fromtimestamp(t).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3], "level": "INFO",
+                       "msg": f"took lease {SHARD} (from {holder}), checkpoint {checkpoint}",
+                       "event": "lease_taken", "lease": SHARD}) + "\n"
 
 
 def init(pid: int, at: float, host: str, seq: str = "TRIM_HORIZON") -> dict:
@@ -36,7 +38,7 @@ def puts(n: int, key: str = "k") -> list[Put]:
 
 
 def facts(entries: list[dict], n: int = 3, logs: dict[str, str] | None = None, **more: object) -> Facts:
-    logs = logs or {"host-a": log((T0, f"took lease {SHARD} (from nobody), checkpoint TRIM_HORIZON"))}
+    logs = logs or {"host-a": took(T0, "nobody", "TRIM_HORIZON")}
     return Facts(0, (), puts=puts(n), entries=entries, logs=logs, exit_codes={h: 0 for h in logs}, **more)
 
 
@@ -54,8 +56,8 @@ def test_a_record_never_delivered_is_lost():
 
 @pytest.mark.parametrize("after_s, caught", [(TOLERANCE_S - 0.1, False), (TOLERANCE_S + 0.1, True)])
 def test_a_delivery_after_another_host_took_the_lease_is_caught_beyond_the_tolerance(after_s, caught):
-    logs = {"host-a": log((T0, f"took lease {SHARD} (from nobody), checkpoint TRIM_HORIZON")),
-            "host-b": log((T0 + 10, f"took lease {SHARD} (from host-a), checkpoint {SEQ[1]}"))}
+    logs = {"host-a": took(T0, "nobody", "TRIM_HORIZON"),
+            "host-b": took(T0 + 10, "host-a", SEQ[1])}
     entries = [init(1, T0 + 1, "host-a"), rec(1, T0 + 2, 0), rec(1, T0 + 3, 1), rec(1, T0 + 10 + after_s, 2)]
     verdict = judge(facts(entries, logs=logs))
     assert (verdict.figures["non_holder"] == 1) is caught

@@ -91,3 +91,19 @@ def test_short_values_are_not_secrets_and_the_newest_are_kept():
     forms = logs._SECRETS.forms
     assert logs.redact("0000-rotated-credential", forms) == "0000-rotated-credential", "the oldest made room"
     assert logs.redact(f"{logs.MAX_SECRETS + 4:04d}-rotated-credential", forms) == logs.REDACTED
+
+
+def test_a_lease_event_is_a_json_field_and_leaves_the_text_line_as_it_was(capsys):
+    """The stable name a program keys on is in the JSON line only; the text line is unchanged."""
+    lines = {}
+    for fmt in ("text", "json"):
+        logs.setup("INFO", fmt, "w-1")
+        logs.ShardLog(logging.getLogger("kcl_mp.supervisor"), "w-1").info(
+            "lost lease %s: %s", "shardId-7", "taken", extra=logs.lease_event(logs.LeaseEvent.LOST, "shardId-7"))
+        logs.ShardLog(logging.getLogger("kcl_mp.supervisor"), "w-1").info("starting")
+        lines[fmt] = capsys.readouterr().err.splitlines()
+    logs.setup("WARNING", "text")
+    lost, starting = (json.loads(line) for line in lines["json"])
+    assert (lost["event"], lost["lease"], lost["msg"]) == ("lease_lost", "shardId-7", "lost lease shardId-7: taken")
+    assert "event" not in starting and "lease" not in starting
+    assert lines["text"][0].endswith("worker=w-1 shard=- lost lease shardId-7: taken"), lines["text"]
