@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+from pytest_check import check
 
 from .fleet_findings import (
     Findings,
@@ -88,54 +89,70 @@ def judge(f: Findings) -> None:
     # 1. Java alone: the state 3.1.3 writes in default mode, beside the leases
     alone = shots["java_alone"]
     migration = alone[COORDINATOR_TABLE]["Migration3.0"]
-    assert migration["cv"] == {"S": "CLIENT_VERSION_3X"} and migration["mb"] == {"S": JAVA}, migration
-    assert [entry["M"]["cv"]["S"] for entry in migration["h"]["L"]] == ["CLIENT_VERSION_INIT"], migration
+    with check:
+        assert migration["cv"] == {"S": "CLIENT_VERSION_3X"} and migration["mb"] == {"S": JAVA}, migration
+    with check:
+        assert [entry["M"]["cv"]["S"] for entry in migration["h"]["L"]] == ["CLIENT_VERSION_INIT"], migration
     lock = alone[COORDINATOR_TABLE]["Leader"]
-    assert lock["ownerName"] == {"S": JAVA} and lock["leaseDuration"] == {"S": "120000"}, lock
+    with check:
+        assert lock["ownerName"] == {"S": JAVA} and lock["leaseDuration"] == {"S": "120000"}, lock
     metrics = alone[METRICS_TABLE][JAVA]
-    assert metrics["sts"] == {"M": {}} and metrics["opr"] == {"M": {}} and "lut" in metrics, metrics  # off EC2
-    assert f.result["notes"]["lease_indexes"] == ["LeaseOwnerToLeaseKeyIndex"], f.result["notes"]
+    with check:
+        assert metrics["sts"] == {"M": {}} and metrics["opr"] == {"M": {}} and "lut" in metrics, metrics  # off EC2
+    with check:
+        assert f.result["notes"]["lease_indexes"] == ["LeaseOwnerToLeaseKeyIndex"], f.result["notes"]
     first_java_log = f.log(f"{JAVA}.1.log")
     assigned = java_assigned(first_java_log)
     shards = [f"shardId-{n:012d}" for n in range(SHARDS)]
-    assert sorted(m for m in assigned if m[1] == "null") == [(s, "null", JAVA) for s in shards], assigned
-    assert all(next(o for _, _, o in spans if o) == JAVA for spans in holdings(f.history, phases["end"]).values())
+    with check:
+        assert sorted(m for m in assigned if m[1] == "null") == [(s, "null", JAVA) for s in shards], assigned
+    with check:
+        assert all(next(o for _, _, o in spans if o) == JAVA for spans in holdings(f.history, phases["end"]).values())
 
     # ... the kcl-mp hosts join and are assigned leases by it
     java_led_until = phases.get("java_killing", phases["end"])
-    assert {owner for at, owner in f.leaders() if phases["java_alone"] <= at <= java_led_until} <= {JAVA}, f.leaders()
+    with check:
+        assert {owner for at, owner in f.leaders() if phases["java_alone"] <= at <= java_led_until} <= {JAVA}, f.leaders()
     metrics_items = set(shots.get("shared", shots["end"])[METRICS_TABLE] or {})
     for host in KCLMP:
         given = {lease for lease, _, to in assigned if to == host}
         took = self_acquired(f.log(f"{host}.1.log"), phases["java_alone"], java_led_until)
         why = [] if host in metrics_items else [f"no worker-metrics item of {host} in {METRICS_TABLE}"]
         why += [f"it took or asked for {sorted(set(took))} by itself"] if took else []
-        assert given, f"kcl-mp host {host} was never assigned a lease by the Java leader ({'; '.join(why)}){runner}"
-        assert not took, f"kcl-mp host {host} took leases by itself (a 3.x worker is assigned them): {took}"
+        with check:
+            assert given, f"kcl-mp host {host} was never assigned a lease by the Java leader ({'; '.join(why)}){runner}"
+        with check:
+            assert not took, f"kcl-mp host {host} took leases by itself (a 3.x worker is assigned them): {took}"
         got = sum(len(c["records"]) for c in processors(f.entries).values()
                   if c["host"] == host and c["shard"] in given and c["at"] <= java_led_until)
-        assert got > 0, f"kcl-mp host {host} processed no record of the leases Java assigned it ({sorted(given)})"
+        with check:
+            assert got > 0, f"kcl-mp host {host} processed no record of the leases Java assigned it ({sorted(given)})"
     assert "shared" in phases, f"the leases never spread over Java and both kcl-mp hosts{runner}"
 
     # 2. Java SIGKILLed while leading: the kcl-mp followers rescue its leases within the bound
     killed = phases["java_killing"]
     java_leases = {shard for shard, owner in f.owners_at(killed).items() if owner == JAVA}
-    assert java_leases, f.owners_at(killed)
+    with check:
+        assert java_leases, f.owners_at(killed)
     assert "taken_over" in phases, f"the kcl-mp hosts never held all 8 leases after {JAVA} was killed{runner}"
     rescued = {shard for host in KCLMP for shard in rescues(f.log(f"{host}.1.log"), killed, phases["taken_over"])}
-    assert java_leases <= rescued, (java_leases, rescued)
+    with check:
+        assert java_leases <= rescued, (java_leases, rescued)
     bound_s = settings["failover_s"] + settings["round_s"] + 10.0
     recovered = {shard: round(min((at for child in processors(f.entries).values() if child["shard"] == shard
                                    and child["host"] in KCLMP for at in child["stamps"] if at > killed), default=1e9)
                               - killed, 1) for shard in java_leases}
-    assert max(recovered.values()) <= bound_s, f"{JAVA}'s shards delivering again after (s): {recovered}, bound {bound_s}"
-    assert {owner for at, owner in f.leaders() if killed <= at < phases["taken_over"]} <= {JAVA}, f.leaders()
+    with check:
+        assert max(recovered.values()) <= bound_s, f"{JAVA}'s shards delivering again after (s): {recovered}, bound {bound_s}"
+    with check:
+        assert {owner for at, owner in f.leaders() if killed <= at < phases["taken_over"]} <= {JAVA}, f.leaders()
     assert "kclmp_leads" in phases, f"no kcl-mp host took the leader lock after {JAVA} was killed{runner}"
     took_lock, leader = next((at, owner) for at, owner in f.leaders() if owner in KCLMP and at >= killed)
     to_leader = took_lock - killed
     # Java's last heartbeat was at most its heartbeat period (30 s) before the kill; a contender
     # takes the lock only once that version has stood for the whole lease duration
-    assert LOCK_LEASE_S - 30 <= to_leader <= LOCK_LEASE_S + 20, to_leader
+    with check:
+        assert LOCK_LEASE_S - 30 <= to_leader <= LOCK_LEASE_S + 20, to_leader
     leader_log = f.log(f"{leader}.1.log")
 
     # 3. Java restarted: a follower of the kcl-mp leader, assigned its share by it
@@ -143,22 +160,30 @@ def judge(f: Findings) -> None:
     assert "watched" in phases, runner
     second_java_log = f.log(f"{JAVA}.2.log")
     for line in (f"Worker : {JAVA} is new leader", f"Current worker {JAVA} is a leader, performing assignment"):
-        assert java_logged(second_java_log, line, phases["java_restarted"], phases["watched"]) == [], line
-    assert {owner for at, owner in f.leaders() if took_lock <= at <= phases["watched"]} == {leader}, f.leaders()
+        with check:
+            assert java_logged(second_java_log, line, phases["java_restarted"], phases["watched"]) == [], line
+    with check:
+        assert {owner for at, owner in f.leaders() if took_lock <= at <= phases["watched"]} == {leader}, f.leaders()
     given = {lease for _, lease, _, to in kclmp_assigned(leader_log, phases["java_restarted"], phases["rejoined"])
              if to == JAVA}
-    assert len(given) >= SHARDS // 3, f"the kcl-mp leader assigned {JAVA} only {sorted(given)}"
-    assert java_discovered(second_java_log) >= SHARDS // 3, "the restarted Java daemon found no lease assigned to it"
-    assert f.count_at(phases["rejoined"], JAVA) >= SHARDS // 3
+    with check:
+        assert len(given) >= SHARDS // 3, f"the kcl-mp leader assigned {JAVA} only {sorted(given)}"
+    with check:
+        assert java_discovered(second_java_log) >= SHARDS // 3, "the restarted Java daemon found no lease assigned to it"
+    with check:
+        assert f.count_at(phases["rejoined"], JAVA) >= SHARDS // 3
 
     # 4. six of the leader's rounds once settled: only the leader moves leases, nothing goes
     # back and forth, the spread holds
     window = phases["watched"] - phases["rejoined"]
-    assert window >= ROUNDS_WATCHED * settings["round_s"], window
+    with check:
+        assert window >= ROUNDS_WATCHED * settings["round_s"], window
     back = moved_back(f.history, phases["java_alone"], phases["watched"], within_s=window)
-    assert back == [], back
+    with check:
+        assert back == [], back
     counts = [f.count_at(phases["watched"], host) for host in (JAVA, *KCLMP)]
-    assert sum(counts) == SHARDS and max(counts) - min(counts) <= 1, counts
+    with check:
+        assert sum(counts) == SHARDS and max(counts) - min(counts) <= 1, counts
     logged = kclmp_assigned(leader_log, phases["rejoined"] - MOVE_SLACK_S, phases["watched"] + MOVE_SLACK_S)
     seen = [(at, shard, to) for shard, spans in holdings(f.history, phases["watched"]).items()
             for (_, _, a), (at, _, to) in zip(spans, spans[1:])
@@ -166,24 +191,34 @@ def judge(f: Findings) -> None:
     unlogged = [(round(at - start, 1), shard, to) for at, shard, to in seen
                 if not any(lease == shard and new == to and abs(when - at) <= MOVE_SLACK_S
                            for when, lease, _, new in logged)]
-    assert unlogged == [], f"owner changes no leader logged: {unlogged}"
+    with check:
+        assert unlogged == [], f"owner changes no leader logged: {unlogged}"
     print(f"watched {window:.1f} s = {window / settings['round_s']:.1f} rounds of {settings['round_s']} s led by "
           f"{leader}; moves: {moves(f.history, phases['rejoined'], phases['watched'])}; counts {counts}")
 
     # 5. throughout
-    assert f.failure is None, f.failure
-    assert f.undelivered() == 0, f"{f.undelivered()} records never delivered"
+    with check:
+        assert f.failure is None, f.failure
+    with check:
+        assert f.undelivered() == 0, f"{f.undelivered()} records never delivered"
     handed = resumes(f.entries, f.result["puts"])
-    assert all(r.ok for r in handed), [r for r in handed if not r.ok]
-    assert any(r.previous == JAVA and r.host in KCLMP for r in handed), handed
-    assert any(r.previous in KCLMP and r.host == JAVA for r in handed), handed
+    with check:
+        assert all(r.ok for r in handed), [r for r in handed if not r.ok]
+    with check:
+        assert any(r.previous == JAVA and r.host in KCLMP for r in handed), handed
+    with check:
+        assert any(r.previous in KCLMP and r.host == JAVA for r in handed), handed
     overlap, shard = processing_overlap(f.entries)
-    assert overlap <= settings["failover_s"], (overlap, shard)
+    with check:
+        assert overlap <= settings["failover_s"], (overlap, shard)
     problems = {pair: found for pair, found in f.snapshot_problems().items() if found}
-    assert problems == {}, problems
-    assert f.result["backwards"] == [], f.result["backwards"]
+    with check:
+        assert problems == {}, problems
+    with check:
+        assert f.result["backwards"] == [], f.result["backwards"]
     exits = f.result["exits"]
-    assert exits == {f"{JAVA}.1": -9, f"{JAVA}.2": 143, **{f"{host}.1": 0 for host in KCLMP}}, exits
+    with check:
+        assert exits == {f"{JAVA}.1": -9, f"{JAVA}.2": 143, **{f"{host}.1": 0 for host in KCLMP}}, exits
     print(f"{JAVA} SIGKILLed: its shards {sorted(java_leases)} delivering again after {recovered} s (bound "
           f"{bound_s:.0f} s); a kcl-mp host led {to_leader:.1f} s after the kill; {len(f.result['puts'])} records, "
           f"per host {delivered_by(f.entries)}; {len(handed)} resumes; longest overlap {overlap:.1f} s ({shard})")

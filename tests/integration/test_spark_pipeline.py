@@ -29,6 +29,7 @@ import boto3
 import pytest
 from deltalake import DeltaTable
 from pyiceberg.catalog import load_catalog
+from pytest_check import check
 
 from kcl_mp.devtools.producer import produce
 from kcl_mp.embedded import wait_active
@@ -246,28 +247,35 @@ def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_u
     iceberg = load_catalog("default", **catalog).load_table("landing.events").scan(selected_fields=("data",)).to_arrow()
     for output, ids in (("parquet", output_ids(spark, table)),
                         ("delta", data_ids(DeltaTable(str(delta)).to_pyarrow_table(columns=["data"]))),
-                        ("iceberg", data_ids(iceberg))):
-        assert set(ids) == expected, \
-            f"{output}: missing {sorted(expected - set(ids))[:10]}, extra {sorted(set(ids) - expected)[:10]}"
-        assert len(ids) == len(expected), (output, [i for i in set(ids) if ids.count(i) > 1][:10])
+                        ("iceberg", data_ids(iceberg))):  # each finding reported, not only the first (pytest-check)
+        with check:
+            assert set(ids) == expected, \
+                f"{output}: missing {sorted(expected - set(ids))[:10]}, extra {sorted(set(ids) - expected)[:10]}"
+        with check:
+            assert len(ids) == len(expected), (output, [i for i in set(ids) if ids.count(i) > 1][:10])
 
     # Lineage: each child's first rows come in a batch after the one that emitted its parent's last.
     log = offsets(checkpoint)
     parent_last = max(moved(log, parent_key))
-    assert log[max(log)][parent_key]["ended"], log[max(log)][parent_key]
+    with check:
+        assert log[max(log)][parent_key]["ended"], log[max(log)][parent_key]
     for child in children:
         first = min(moved(log, f"{stream}/{child}"))
-        assert first > parent_last, (child, first, parent_last)
-    assert not any((checkpoints / fmt / "state").exists() for fmt in ("parquet", "delta", "iceberg")), \
-        "the queries keep no state: no dedup keys"
+        with check:
+            assert first > parent_last, (child, first, parent_last)
+    with check:
+        assert not any((checkpoints / fmt / "state").exists() for fmt in ("parquet", "delta", "iceberg")), \
+            "the queries keep no state: no dedup keys"
 
     # The replayed batches ran again (Spark committed them now) and wrote nothing: each batch is
     # in each table once.
     after = {"delta": delta_batches(delta, query_id(checkpoints / "delta")),
              "iceberg": iceberg_batches(load_catalog("default", **catalog), query_id(checkpoints / "iceberg"))}
     for fmt, batches in after.items():
-        assert committed_batches(checkpoints / fmt) == set(offsets(checkpoints / fmt)), fmt  # every replay ran
-        assert len(batches) == len(set(batches)), f"{fmt}: a batch written twice: {sorted(batches)}"
+        with check:
+            assert committed_batches(checkpoints / fmt) == set(offsets(checkpoints / fmt)), fmt  # every replay ran
+        with check:
+            assert len(batches) == len(set(batches)), f"{fmt}: a batch written twice: {sorted(batches)}"
     print(f"{len(expected)} records, {duplicates} landed twice, Spark killed mid-batch in batches {replayed}; "
           f"kcl-mp part {kcl_s:.1f} s, availableNow finish {finish_s:.1f} s, {len(log)} batches; replayed batches "
           f"{replays} (already in the tables) wrote nothing again")
