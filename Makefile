@@ -13,7 +13,7 @@ NODE_PROCESSOR := kcl_mp/processors/nodejs/node_modules/aws-kcl/package.json
 # The jars beside PySpark's for s3a:// paths (examples/spark/jars.pom.xml: 35 jars, 13 MB).
 SPARK_JARS := .cache/spark-jars/.pinned
 
-.PHONY: demo spark-demo spark-jars mvn lint test unit integration bench bench-scale bench-protocol bench-balance bench-faults bench-throughput clean jq java
+.PHONY: demo spark-demo spark-jars mvn lint test unit integration e2e bench bench-scale bench-protocol bench-balance bench-faults bench-throughput clean jq java
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -102,6 +102,9 @@ unit: lint $(STAMP)
 
 integration: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS)
 	$(BIN)/python -m pytest -q tests/integration $(PYTEST_ARGS)
+
+e2e: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS)
+	$(BIN)/python -m pytest -q tests/e2e $(PYTEST_ARGS)
 
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP) pyproject.toml

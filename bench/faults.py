@@ -1,13 +1,13 @@
-"""The fault run (tests/integration/fault_run.py) for several seeds, and the figures table.
+"""The fault run (tests/support/fault_run.py) for several seeds, and the figures table.
 
     .venv/bin/python bench/faults.py --seeds 1,2,3
 
 One moto server and one kinesis-mock on loopback serve every seed (a stream and a lease
 table each). Per seed: the schedule, the faults as they were injected, then one row of
-figures and what the judge (tests/integration/fault_judge.py) found. A seed that fails
-replays alone with ``KCLMP_FAULT_SEED=<seed> pytest tests/integration/test_faults.py``.
+figures and what the judge (tests/support/fault_judge.py) found. A seed that fails
+replays alone with ``KCLMP_FAULT_SEED=<seed> pytest tests/e2e/test_faults.py``.
 75-95 s a seed on a loaded 2-core machine. The hosts run with ``clientVersionConfig =
-CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X`` (pinned in tests/integration/harness.base_properties):
+CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X`` (pinned in tests/support/harness.base_properties):
 these figures are the 2.x failover path (expiry, then a take), not the 3.x leader's reassignment.
 """
 
@@ -23,9 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from kcl_mp.embedded import EMBEDDED_ENV, start_emulator  # noqa: E402
-from tests.integration.fault_judge import Verdict, judge  # noqa: E402
-from tests.integration.fault_run import FaultRun, schedule  # noqa: E402
-from tests.integration.kinesis_mock import start_kinesis_mock  # noqa: E402
+from tests.support.fault_judge import Verdict, judge  # noqa: E402
+from tests.support.fault_run import FaultRun, schedule  # noqa: E402
+from tests.support.kinesis_mock import start_kinesis_mock  # noqa: E402
 
 COLUMNS = ("seed", "s", "put", "delivered", "lost", "duplicates by cause", "unexpl.", "non-holder", "throttled d/k",
            "split/merge", "keys crossed", "kills p/h", "pauses", "longest wait", "ckpt back", "exits")

@@ -59,9 +59,9 @@ def unique_name():
 @pytest.fixture
 def java_rows(dynamodb):
     """``java_rows(table)`` puts a Java KCL 3.5 fleet's rows that are not leases into the lease
-    table (tests/integration/harness.put_java_rows); at teardown each must be byte for byte
+    table (tests/support/harness.put_java_rows); at teardown each must be byte for byte
     what it was, raw attribute values and types included."""
-    from tests.integration.harness import assert_java_rows_untouched, put_java_rows
+    from tests.support.harness import assert_java_rows_untouched, put_java_rows
 
     placed: dict[str, list[dict]] = {}
 
@@ -76,7 +76,7 @@ def java_rows(dynamodb):
 
 @pytest.fixture(scope="session")
 def kinesis_mock_url(tmp_path_factory):
-    from tests.integration.kinesis_mock import start_kinesis_mock
+    from tests.support.kinesis_mock import start_kinesis_mock
 
     emulator = start_kinesis_mock(tmp_path_factory.mktemp("kinesis-mock") / "kinesis-mock.log")
     try:
@@ -88,8 +88,8 @@ def kinesis_mock_url(tmp_path_factory):
 @pytest.fixture(scope="session")
 def efo_proxy(kinesis_mock_url):
     """kinesis-mock behind the proxy that adds SubscribeToShard's initial-response event
-    (tests/integration/efo_proxy.py says why)."""
-    from tests.integration.efo_proxy import EfoProxy
+    (tests/support/efo_proxy.py says why)."""
+    from tests.support.efo_proxy import EfoProxy
 
     proxy = EfoProxy(kinesis_mock_url)
     try:

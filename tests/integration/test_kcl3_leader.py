@@ -10,15 +10,9 @@ from kcl_mp.fleet.leader import LeaderElection, LockTable
 from kcl_mp.fleet.state_store import StateTables, ensure_table
 from kcl_mp.leases.rows import LockView, read_items
 
+from ..support.clock import Clock
+
 pytestmark = [pytest.mark.integration, pytest.mark.timing]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _tables(dynamodb, unique_name: str) -> StateTables:

@@ -13,6 +13,8 @@ from kcl_mp.fleet.worker_metrics import WorkerMetricsReporter
 from kcl_mp.leases.rows import WorkerMetrics, read_items
 from kcl_mp.leases.table import LeaseTable
 
+from ..support.clock import Clock
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
@@ -24,14 +26,6 @@ def shape(value):
     if kind == "L":
         return {"L": sorted({json.dumps(shape(v), sort_keys=True) for v in inner})}
     return kind
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _stat_file(tmp_path: Path, lines: list[str]):

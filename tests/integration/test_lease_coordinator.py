@@ -22,17 +22,10 @@ from kcl_mp.logs import ShardLog
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 from kcl_mp.supervisor.coordinator import LeaseCoordinator
 
-from .harness import base_properties, write_properties
+from ..support.clock import Clock
+from ..support.harness import base_properties, write_properties
 
 pytestmark = pytest.mark.integration
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _coordinator(tmp_path, moto_url, dynamodb, app: str, clock: Clock, **more: object) -> LeaseCoordinator:

@@ -28,9 +28,9 @@ from kcl_mp.errors import ThrottledError
 from kcl_mp.multilang.wire import make_batch
 from kcl_mp.retrieval.deaggregate import user_records
 
-from .aws_stub import AwsStub
-from .kinesis_mock import split_in_half
-from .throttle_proxy import ThrottleProxy
+from ..support.aws_stub import AwsStub
+from ..support.kinesis_mock import split_in_half
+from ..support.throttle_proxy import ThrottleProxy
 
 pytestmark = pytest.mark.integration
 

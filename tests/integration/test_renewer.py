@@ -25,8 +25,8 @@ from kcl_mp.logs import ShardLog
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.supervisor.coordinator import Held, LeaseCoordinator
 
-from .harness import base_properties, write_properties
-from .throttle_proxy import ThrottleProxy
+from ..support.harness import base_properties, write_properties
+from ..support.throttle_proxy import ThrottleProxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.timing]
 

@@ -14,7 +14,7 @@ import pytest
 
 from kcl_mp.embedded import free_port, start_emulator
 
-from .harness import wait_until
+from ..support.harness import wait_until
 
 pytestmark = pytest.mark.integration
 

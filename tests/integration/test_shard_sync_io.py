@@ -20,8 +20,8 @@ from kcl_mp.retrieval import kinesis_shards
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.supervisor.coordinator import LeaseCoordinator
 
-from .harness import base_properties, write_properties
-from .kinesis_mock import split_in_half
+from ..support.harness import base_properties, write_properties
+from ..support.kinesis_mock import split_in_half
 
 pytestmark = pytest.mark.integration
 

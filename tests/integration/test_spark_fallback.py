@@ -15,7 +15,7 @@ from kcl_mp.spark.fallback import read_deduplicated
 from kcl_mp.spark.layout import START
 from kcl_mp.spark.storage import Storage
 
-from .spark_support import SPARK_ENV, land
+from ..support.spark_support import SPARK_ENV, land
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -15,7 +15,7 @@ from kcl_mp.spark.layout import START, Position, parse_name
 from kcl_mp.spark.source import Options, Planner
 from kcl_mp.spark.storage import Storage
 
-from .spark_support import Job, land, landed_files, moved, offsets
+from ..support.spark_support import Job, land, landed_files, moved, offsets
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -1,9 +1,9 @@
 """The outputs on S3: the Parquet file sink through Spark's S3A and Delta through delta-rs, on
 moto's S3 (kcl_mp.spark.tables). The input is deterministic: Parquet files in the landed
 schema, each row a unique id, read by Spark's file source in a job
-(tests/integration/spark_tables_job.py) run as a subprocess. Exactly once through SIGKILLs,
+(tests/support/spark_tables_job.py) run as a subprocess. Exactly once through SIGKILLs,
 and a replayed batch writing nothing, are the pipeline's acceptance
-(tests/integration/test_spark_pipeline.py), on the same foreachBatch route.
+(tests/e2e/test_spark_pipeline.py), on the same foreachBatch route.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from deltalake import DeltaTable
 from kcl_mp.devtools.spark_local import local_spark_env
 from kcl_mp.spark.tables import S3Settings, object_store_uri
 
-from .harness import ROOT
+from ..support.harness import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
-JOB = ROOT / "tests" / "integration" / "spark_tables_job.py"
+JOB = ROOT / "tests" / "support" / "spark_tables_job.py"
 JARS = ROOT / ".cache" / "spark-jars"
 
 

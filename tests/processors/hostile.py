@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Processors for tests/integration/test_hostile_records.py: plain JSON lines, no library (a
+"""Processors for tests/e2e/test_hostile_records.py: plain JSON lines, no library (a
 library's per-record cost would dwarf what the test measures). ``hostile.py MODE``:
 
     count       counts user records and checks they come once each, in order (sequence

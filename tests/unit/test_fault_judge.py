@@ -1,4 +1,4 @@
-"""The fault run's judge (tests/integration/fault_judge.py), rule by rule, on small histories
+"""The fault run's judge (tests/support/fault_judge.py), rule by rule, on small histories
 written out by hand: each rule must pass what is right and catch what is wrong."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from datetime import datetime
 import pytest
 
 from kcl_mp.devtools.producer import Put
-from tests.integration.fault_judge import TOLERANCE_S, judge
-from tests.integration.fault_run import Facts
+from tests.support.fault_judge import TOLERANCE_S, judge
+from tests.support.fault_run import Facts
 
 T0 = 1_800_000_000.0
 SHARD = "shardId-000000000000"

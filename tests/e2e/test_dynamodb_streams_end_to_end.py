@@ -1,0 +1,253 @@
+"""DynamoDB Streams through the real CLI: two kcl-mp hosts on the embedded emulator, the
+unchanged amazon_kclpy recorder as the processor (tests/processors/recorder.py), a table's
+inserts, modifies, removes and TTL deletes across three shard rollovers and a host SIGKILL, in
+both KCL modes; the start-up errors; ``kcl-mp --embedded`` with a DynamoDB stream."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+
+from ..integration import test_dynamodb_streams_emulator as emulator_tests
+from ..support.harness import (
+    RECORDER,
+    ROOT,
+    Daemon,
+    base_properties,
+    recorded,
+    records_only,
+    wait_until,
+    write_properties,
+)
+
+pytestmark = pytest.mark.integration
+
+make_table = emulator_tests.make_table
+steer = emulator_tests.steer  # the emulator's admin actions, its settings put back after each test
+KEYS = [f"k{n}" for n in range(12)]
+
+
+def _properties(tmp_path: Path, moto_url: str, arn: str, app: str, arn_key: str = "streamArn", **keys: object) -> Path:
+    """``arn_key`` = streamName: as the 1.x StreamsMultiLangDaemon's files name the stream."""
+    props = base_properties(moto_url, app, app, f"{sys.executable} {RECORDER}", failoverTimeMillis=4000, **keys)
+    for key in ("streamName", "maxRecords"):
+        del props[key]
+    return write_properties(tmp_path / f"{app}.properties", **{arn_key: arn}, **props)
+
+
+def _fails_at_start(tmp_path: Path, props: Path, expected: str) -> None:
+    daemon = Daemon(props, tmp_path / "run.log")
+    try:
+        code = daemon.wait(60)
+    finally:
+        daemon.kill()
+    output = daemon.output()
+    assert code == 1 and expected in output and "Traceback" not in output, output[-2000:]
+
+
+def test_start_up_errors_name_what_is_wrong(tmp_path, moto_url, dynamodb, unique_name):
+    """A table without a stream, a disabled stream, an ARN of another kind, AT_TIMESTAMP: each
+    exit status 1 and one line saying what is wrong, before any lease table is written."""
+    dynamodb.create_table(TableName=unique_name, BillingMode="PAY_PER_REQUEST",
+                          KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                          AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+    table_arn = dynamodb.describe_table(TableName=unique_name)["Table"]["TableArn"]
+    no_stream = table_arn + "/stream/2026-01-01T00:00:00.000"
+    _fails_at_start(tmp_path, _properties(tmp_path, moto_url, no_stream, unique_name + "-a"),
+                    f"streamArn {no_stream}: no such stream at {moto_url} (does table {unique_name} have a stream?")
+
+    disabled = make_table(dynamodb, unique_name + "-off")
+    dynamodb.update_table(TableName=unique_name + "-off", StreamSpecification={"StreamEnabled": False})
+    _fails_at_start(tmp_path, _properties(tmp_path, moto_url, disabled, unique_name + "-b"),
+                    f"streamArn {disabled}: the stream of table {unique_name}-off is DISABLED")
+
+    _fails_at_start(tmp_path, _properties(tmp_path, moto_url, table_arn, unique_name + "-c"),
+                    "a DynamoDB table's ARN, not its stream's: use the table's LatestStreamArn")
+    _fails_at_start(tmp_path, _properties(tmp_path, moto_url, "arn:aws:sqs:us-east-1:123456789012:q", unique_name + "-d"),
+                    "expected arn:aws:kinesis:<region>:<12-digit account>:stream/<name> or arn:aws:dynamodb:")
+    _fails_at_start(tmp_path, _properties(tmp_path, moto_url, make_table(dynamodb, unique_name + "-ts"),
+                                          unique_name + "-e", initialPositionInStream="AT_TIMESTAMP",
+                                          initialPositionInStreamExtended=1700000000),
+                    "DynamoDB Streams have no AT_TIMESTAMP position")
+    tables = dynamodb.list_tables()["TableNames"]
+    assert not [t for t in tables if t.startswith(unique_name + "-") and t[-2:] in ("-a", "-b", "-c", "-d", "-e")]
+
+
+def test_embedded_runs_a_dynamodb_stream_locally(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    arn = "arn:aws:dynamodb:us-east-1:123456789012:table/orders/stream/2026-01-01T00:00:00.000"
+    props = write_properties(tmp_path / "app.properties", executableName=f"{sys.executable} {RECORDER}",
+                             applicationName="orders-app", streamArn=arn, metricsLevel="NONE")
+    daemon = Daemon(props, tmp_path / "run.log", "--embedded", "--embedded-shards", "2",
+                    env={"RECORDER_DIR": str(out)})
+    try:
+        wait_until(lambda: len({e["_shard"] for e in recorded(out) if e.get("event") == "initialize"}) == 2, 60,
+                   "a processor on each of the two shards")
+        daemon.stop_gracefully()
+    finally:
+        daemon.kill()
+    assert "created table orders with a stream of 2 shards" in daemon.output()
+
+
+def _write(dynamodb, table: str, rounds: list[int]) -> list[tuple[str, str]]:
+    """Every key written once a round: inserted (round 0), then modified; what its stream must show."""
+    expected: list[tuple[str, str]] = []
+    for round_ in rounds:
+        for key in KEYS:
+            dynamodb.put_item(TableName=table, Item={"pk": {"S": key}, "v": {"N": str(round_)}})
+            expected.append((key, "INSERT" if round_ == 0 else f"MODIFY {round_}"))
+    return expected
+
+
+def _owners(dynamodb, app: str) -> set[str]:
+    try:
+        items = dynamodb.scan(TableName=app, ConsistentRead=True)["Items"]
+    except dynamodb.exceptions.ResourceNotFoundException:
+        return set()
+    return {item["leaseOwner"]["S"] for item in items
+            if "leaseOwner" in item and item.get("checkpoint", {}).get("S") != "SHARD_END"}
+
+
+def _delivered(out: Path) -> list[dict]:
+    """Every record delivered, oldest first, with its change decoded and the host that got it."""
+    entries = recorded(out)
+    hosts = {e["_pid"]: e["host"] for e in entries if e.get("event") == "initialize"}
+    got = []
+    for entry in sorted(records_only(entries), key=lambda e: e["at"]):
+        change = json.loads(entry["data"])
+        image = change["dynamodb"].get("NewImage") or {}
+        name = change["eventName"]
+        if name == "MODIFY":
+            name = f"MODIFY {image['v']['N']}"
+        elif name == "REMOVE" and change.get("userIdentity", {}).get("type") == "Service":
+            name = "REMOVE ttl"
+        got.append({**entry, "key": change["dynamodb"]["Keys"]["pk"]["S"], "change": name,
+                    "host": hosts.get(entry["_pid"])})
+    return got
+
+
+@pytest.mark.parametrize("mode", ["CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X"])
+def test_every_change_arrives_once_in_order_across_rollovers_and_a_host_sigkill(
+        mode, tmp_path, moto_url, dynamodb, steer, unique_name):
+    steer(action="configure", shards=2)
+    table, app = unique_name, unique_name + "-app"
+    arn = make_table(dynamodb, table)
+    out = tmp_path / "out"
+    out.mkdir()
+    props = _properties(tmp_path, moto_url, arn, app, "streamName", clientVersionConfig=mode)
+    hosts = {name: Daemon(props, tmp_path / f"{name}.log", "--set", f"workerId={name}",
+                          env={"RECORDER_DIR": str(out), "RECORDER_HOST": name, "RECORDER_CHECKPOINT_EVERY": "1"})
+             for name in ("a", "b")}
+    expected: list[tuple[str, str]] = []
+    try:
+        wait_until(lambda: _owners(dynamodb, app) == {"a", "b"}, 60, "both hosts holding a lease")
+        expected += _write(dynamodb, table, [0])
+        steer(action="rollover", table=table)
+        # A round of changes a second until host a has delivered some and holds an open lease
+        # (a 3.x leader hands leases over on its own cadence): its SIGKILL then costs something.
+        for round_ in range(1, 60):
+            expected += _write(dynamodb, table, [round_])
+            time.sleep(1.0)
+            if "a" in {d["host"] for d in _delivered(out)} and "a" in _owners(dynamodb, app):
+                break
+        else:
+            raise AssertionError("host a never delivered records while holding an open lease")
+        hosts["a"].kill()
+        steer(action="rollover", table=table)
+        expected += _write(dynamodb, table, [100])
+        for key in KEYS[:6]:
+            if KEYS.index(key) % 3 == 0:
+                steer(action="ttl_delete", table=table, keys={"pk": {"S": key}})
+            dynamodb.delete_item(TableName=table, Key={"pk": {"S": key}})
+            expected.append((key, "REMOVE ttl" if KEYS.index(key) % 3 == 0 else "REMOVE"))
+        steer(action="rollover", table=table)
+        wait_until(lambda: {(d["key"], d["change"]) for d in _delivered(out)} >= set(expected), 90,
+                   f"all {len(expected)} changes delivered after host a's SIGKILL")
+        hosts["b"].stop_gracefully()
+    finally:
+        for daemon in hosts.values():
+            daemon.kill()
+
+    delivered = _delivered(out)
+    first: dict[str, dict] = {}
+    for entry in delivered:
+        first.setdefault(entry["seq"], entry)
+    for key in KEYS:
+        order = [d["change"] for d in first.values() if d["key"] == key]
+        assert order == [change for k, change in expected if k == key], key
+    assert len(first) == len(expected)
+    replayed = [d for d in delivered if first[d["seq"]] is not d]
+    assert all(first[d["seq"]]["host"] == "a" and d["host"] == "b" for d in replayed), replayed  # a's unchecked tail
+    assert all(d["pk"] == d["seq"] and d["sub"] == 0 for d in delivered)
+    assert len({d["_shard"] for d in delivered}) == 2 * 3, "records from the roots and two generations of children"
+    assert "a" in {d["host"] for d in delivered}
+
+
+def test_a_lease_table_written_by_the_1x_streams_daemon_is_taken_over_from_its_checkpoints(
+        tmp_path, moto_url, dynamodb, steer, unique_name):
+    """The StreamsMultiLangDaemon (adapter 1.x on KCL 1.x) left a table of KCL 1.x items: no hash
+    range, no child ids, a finished parent at SHARD_END and its child checkpointed half-way, owned
+    by a worker that is gone. kcl-mp takes the child over and delivers exactly what follows its
+    checkpoint, in the 1.x record shape, then what comes next."""
+    table, app = unique_name, unique_name + "-app"
+    arn = make_table(dynamodb, table)
+    _write(dynamodb, table, [0])
+    parent = steer(action="rollover", table=table)["closed"][0]
+    streams = boto3.client("dynamodbstreams", endpoint_url=moto_url, region_name="us-east-1")
+    child_id = [s["ShardId"] for s in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+                if s.get("ParentShardId") == parent][0]
+    _write(dynamodb, table, [1])
+    iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=child_id, ShardIteratorType="TRIM_HORIZON")
+    in_child = [r["dynamodb"]["SequenceNumber"]
+                for r in streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]]
+    assert len(in_child) == len(KEYS)
+    checkpoint = in_child[4]
+    dynamodb.create_table(TableName=app, BillingMode="PAY_PER_REQUEST",
+                          KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
+                          AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"}])
+    for key, position, parents in ((parent, "SHARD_END", None), (child_id, checkpoint, [parent])):
+        item = {"leaseKey": {"S": key}, "leaseOwner": {"S": "streams-1x-worker"}, "leaseCounter": {"N": "41"},
+                "ownerSwitchesSinceCheckpoint": {"N": "0"}, "checkpoint": {"S": position},
+                "checkpointSubSequenceNumber": {"N": "0"}}
+        if parents:
+            item["parentShardId"] = {"SS": parents}
+        dynamodb.put_item(TableName=app, Item=item)
+
+    out = tmp_path / "out"
+    out.mkdir()
+    props = _properties(tmp_path, moto_url, arn, app, "streamName", **{"kclmp.dynamodbRecordFormat": "ADAPTER_V1"})
+    daemon = Daemon(props, tmp_path / "run.log", env={"RECORDER_DIR": str(out), "RECORDER_HOST": "kcl-mp"})
+    try:
+        wait_until(lambda: len(_delivered(out)) >= len(KEYS) - 5, 60, "the child's records after its checkpoint")
+        _write(dynamodb, table, [2])
+        wait_until(lambda: len(_delivered(out)) >= 2 * len(KEYS) - 5, 60, "the records written after the takeover")
+        daemon.stop_gracefully()
+    finally:
+        daemon.kill()
+    delivered = _delivered(out)
+    assert [d["seq"] for d in delivered[:len(KEYS) - 5]] == in_child[5:], "exactly what follows the checkpoint"
+    assert [d["change"] for d in delivered] == ["MODIFY 1"] * (len(KEYS) - 5) + ["MODIFY 2"] * len(KEYS)
+    assert all(d["pk"] is None and d["sub"] is None for d in delivered)  # the 1.x daemon's record shape
+    inits = [e for e in recorded(out) if e.get("event") == "initialize"]
+    assert [(e["shard"], e["seq"]) for e in inits] == [(child_id, checkpoint)]
+    lease = dynamodb.get_item(TableName=app, Key={"leaseKey": {"S": child_id}}, ConsistentRead=True)["Item"]
+    assert int(lease["leaseCounter"]["N"]) > 41 and lease["parentShardId"] == {"SS": [parent]}
+    assert lease["checkpoint"]["S"] == delivered[-1]["seq"]  # the final checkpoint, where the 1.x daemon reads it
+
+
+def test_check_config_checks_the_dynamodb_stream(tmp_path, moto_url, dynamodb, unique_name):
+    arn = make_table(dynamodb, unique_name)
+    props = _properties(tmp_path, moto_url, arn, unique_name + "-app")
+    run = subprocess.run([sys.executable, "-m", "kcl_mp", "check-config", "-p", str(props)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for call in ("dynamodb:DescribeStream", "dynamodb:GetShardIterator"):
+        assert any(line.strip().startswith("ok") and call in line for line in run.stdout.splitlines()), run.stdout
+    assert f"the stream of table {unique_name} is ENABLED" in run.stdout
