@@ -2,8 +2,9 @@
 
 Text lines read ``time level worker=... shard=... message``; ``--log-format json`` writes
 one JSON object a line (``ts, level, logger, worker, shard, pid, msg``), and on the lines
-that record a change of a lease's holder, ``event`` (a ``LeaseEvent``'s stable name) and
-``lease`` (its key): what a program reading the log keys on, where the message is prose.
+that record a change of a lease's holder, ``event`` (a ``LeaseEvent``'s stable name),
+``lease`` (its key) and, for a leader's moves, ``to`` and ``from``: what a program reading the
+log keys on, where the message is prose.
 
 No credentials in logs: kcl-mp never formats them into a message, and as a second line of
 defence every line is scrubbed of every credential this process knows: the AWS keys in its
@@ -202,19 +203,25 @@ class _Context(logging.Filter):
 class LeaseEvent(str, Enum):
     """A change of who holds a lease, as this worker logs it (the JSON log's ``event``)."""
 
-    TAKEN = "lease_taken"  # an expired, unowned or abandoned lease, or one taken by force from a handoff
+    TAKEN = "lease_taken"  # an expired, unowned or abandoned lease (a 2.x taker's choice)
+    RESCUED = "lease_rescued"  # taken by a 3.x follower: nobody renewed or assigned it (fleet/role.py)
     STOLEN = "lease_stolen"  # taken from a live owner (2.x balancing without graceful handoff)
+    ASKED = "lease_asked"  # a handoff asked of its live owner (2.x balancing with graceful handoff)
+    FORCED = "lease_forced"  # handed to this worker, taken without the old owner's last checkpoint
     HANDED_IN = "lease_handed_in"  # its old owner checkpointed and let go
     KEPT = "lease_kept"  # held already in the table: an earlier run's, or assigned by a 3.x leader
     HANDED_OFF = "lease_handed_off"  # let go to the worker that asked for it
     RELEASED = "lease_released"  # let go at shutdown
     GIVEN_UP = "lease_given_up"  # let go for another host: its processor kept failing here
     LOST = "lease_lost"  # found held by another worker, or not renewable
+    ASSIGNED = "lease_assigned"  # a 3.x leader wrote another owner (``to``; ``from``: the one it had)
+    HANDOFF_STARTED = "lease_handoff_started"  # a 3.x leader asked ``from`` to hand it to ``to``
 
 
-def lease_event(event: LeaseEvent, key: str) -> dict[str, Any]:
-    """The ``extra`` of a log call recording ``event`` for lease ``key``."""
-    return {"event": event.value, "lease": key}
+def lease_event(event: LeaseEvent, key: str, **fields: str | None) -> dict[str, Any]:
+    """The ``extra`` of a log call recording ``event`` for lease ``key`` (``fields``: more
+    JSON fields, e.g. a leader's ``to``)."""
+    return {"event": event.value, "lease": key, "event_fields": fields}
 
 
 class _Json(logging.Formatter):
@@ -230,6 +237,7 @@ class _Json(logging.Formatter):
         }
         if hasattr(record, "event"):
             entry["event"], entry["lease"] = record.event, getattr(record, "lease", None)
+            entry.update(getattr(record, "event_fields", {}))
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return orjson.dumps(entry).decode().translate(_JSON_ESCAPES)

@@ -73,7 +73,7 @@ from kcl_mp.leases import owner_index
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.rows import WorkerMetrics
 from kcl_mp.leases.table import LeaseTable
-from kcl_mp.logs import ShardLog
+from kcl_mp.logs import LeaseEvent, ShardLog, lease_event
 from kcl_mp.metrics.catalogue import Recorder
 
 
@@ -351,7 +351,9 @@ class FleetRole:
         if done is None:
             return None
         self.log.info("leader: %s lease %s to %s%s", "handing" if move.handoff else "assigned", move.key, move.to,
-                      f" from {move.owner}" if move.owner else "")
+                      f" from {move.owner}" if move.owner else "",
+                      extra=lease_event(LeaseEvent.HANDOFF_STARTED if move.handoff else LeaseEvent.ASSIGNED, move.key,
+                                        to=move.to, **{"from": move.owner or None}))
         return done
 
     def _workers(self) -> list[assignment.WorkerLoad]:

@@ -289,7 +289,7 @@ class LeaseCoordinator:
         for key in plan.take:
             if self.avoid.get(key, now) <= now:
                 self._take(leases[key], f"took lease {key} (from {leases[key].owner or 'nobody'}: nobody renewed or "
-                           f"assigned it for {after_s:.0f} s and {leader} has not reassigned it)")
+                           f"assigned it for {after_s:.0f} s and {leader} has not reassigned it)", LeaseEvent.RESCUED)
 
     def _index_follower(self) -> bool:
         """A 3.x follower whose lease table has an ACTIVE lease-owner index (``discovery``), and

@@ -100,10 +100,11 @@ class Handoffs:
             return False
         now = self.clock()
         self.incoming[lease.key] = Incoming(started, now, now, started, seen_checkpointing)
-        self.log.info("asked %s to hand lease %s over", lease.owner, lease.key)
+        self.log.info("asked %s to hand lease %s over", lease.owner, lease.key,
+                      extra=lease_event(LeaseEvent.ASKED, lease.key))
         return True
 
-    def check_incoming(self, take: Callable[[Lease, str], bool]) -> dict[str, HandedOver | None]:
+    def check_incoming(self, take: Callable[[Lease, str, LeaseEvent], bool]) -> dict[str, HandedOver | None]:
         """One read and judgement of each lease coming in. The ones now this worker's: handed
         over by their old owner, or taken by force through ``take`` (None: ``take`` holds them)."""
         arrived: dict[str, HandedOver | None] = {}
@@ -137,7 +138,7 @@ class Handoffs:
                 assert current is not None
                 waiting.lease, waiting.changed_at = current, judged.changed_at
                 if judged.verdict is Verdict.TAKE and take(
-                        current, f"took lease {key} from {current.checkpoint_owner} ({judged.why})"):
+                        current, f"took lease {key} from {current.checkpoint_owner} ({judged.why})", LeaseEvent.FORCED):
                     del self.incoming[key]
                     arrived[key] = None
         return arrived

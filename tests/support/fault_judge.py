@@ -39,7 +39,6 @@ The rules:
 from __future__ import annotations
 
 import bisect
-import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -48,11 +47,13 @@ from kcl_mp.logs import LeaseEvent
 
 from .failover_run import Delivery, recovery
 from .fault_run import FAILOVER_MS, Facts
+from .harness import log_lines
 
 TOLERANCE_S = 0.5
 RECOVERY_BOUND_S = FAILOVER_MS / 1000 + 2 * FAILOVER_MS / 1000 + 10.0  # failover + an assignment interval + 10 s
 KILLED_ERRORS_S = 15.0
-ACQUIRED = {e.value for e in (LeaseEvent.TAKEN, LeaseEvent.STOLEN, LeaseEvent.HANDED_IN, LeaseEvent.KEPT)}
+ACQUIRED = {e.value for e in (LeaseEvent.TAKEN, LeaseEvent.RESCUED, LeaseEvent.FORCED, LeaseEvent.STOLEN,
+                               LeaseEvent.HANDED_IN, LeaseEvent.KEPT)}
 RELEASED = {e.value for e in (LeaseEvent.HANDED_OFF, LeaseEvent.RELEASED, LeaseEvent.GIVEN_UP)}
 BEFORE_ALL, AFTER_ALL = (-1, 0), (10 ** 80, 0)  # sequence numbers have 56 digits
 
@@ -86,19 +87,6 @@ class Verdict:
 
 def clock(t: float) -> str:
     return datetime.fromtimestamp(t).strftime("%H:%M:%S.%f")[:-3]
-
-
-def log_lines(text: str) -> list[tuple[float, dict]]:
-    out = []
-    for line in text.splitlines():
-        if not line.startswith("{"):
-            continue
-        try:
-            entry = json.loads(line)
-            out.append((datetime.strptime(entry["ts"], "%Y-%m-%dT%H:%M:%S.%f").timestamp(), entry))
-        except (ValueError, KeyError):  # the last line of a killed host may be cut short
-            continue
-    return out
 
 
 def lease_timeline(logs: dict[str, str]) -> dict[str, list[tuple[float, str | None]]]:

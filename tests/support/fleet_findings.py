@@ -25,9 +25,10 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from kcl_mp.logs import LeaseEvent
 from kcl_mp.sequence import ExtendedSequenceNumber
 
-from .harness import recorded
+from .harness import log_lines, recorded
 
 Item = dict[str, dict[str, Any]]
 Snapshot = dict[str, "dict[str, Item] | None"]  # table -> key -> item (None: no such table)
@@ -294,53 +295,33 @@ def delivered_by(entries: list[dict]) -> dict[str, int]:
 
 # -- the hosts' logs -----------------------------------------------------------------------
 
-# kcl-mp's own acquisitions as a 2.x taker (supervisor/coordinator.py: "took lease K (from X)",
-# "stole lease K", "asked X to hand lease K"): a 3.x follower writes none of these. A follower
-# finishing a handoff the leader assigned to it whose old owner died ("took lease K from X
-# (its owner stopped renewing it)") takes what it was given, not what it chose.
-SELF_ACQUIRED = re.compile(r"^(\S+) .*?(?:took lease (\S+) \(from|(?:stole lease|asked \S+ to hand lease) (\S+))")
+# The kcl-mp hosts log JSON (``--log-format json``); these read their lease events
+# (kcl_mp/logs.py ``LeaseEvent``). A 3.x follower writes none of a 2.x taker's own acquisitions
+# (taken, stolen, asked for; a rescue counts too). One taking by force what the leader handed it
+# when the old owner died (``lease_forced``) takes what it was given, not what it chose.
+SELF_ACQUIRED = {e.value for e in (LeaseEvent.TAKEN, LeaseEvent.RESCUED, LeaseEvent.STOLEN, LeaseEvent.ASKED)}
+
+
+def _events(log: str, kinds: set[str], since: float, until: float) -> list[tuple[float, dict]]:
+    return [(at, entry) for at, entry in log_lines(log) if entry.get("event") in kinds and since <= at <= until]
 
 
 def self_acquired(log: str, since: float, until: float) -> list[str]:
     """The leases a kcl-mp log says the host took, stole or asked for in [since, until]."""
-    found = []
-    for line in log.splitlines():
-        match = SELF_ACQUIRED.match(line)
-        if match:
-            at = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S.%f").timestamp()
-            if since <= at <= until:
-                found.append(match.group(2) or match.group(3))
-    return found
-
-
-# A kcl-mp leader's moves (fleet/role.py ``_write``): an assignment or a handoff started.
-KCLMP_ASSIGNED = re.compile(r"^(\S+) .*? leader: (?:handing|assigned) lease (\S+) to (\S+)(?: from (\S+))?$",
-                            re.MULTILINE)
-
-
-# A kcl-mp follower's rescue (supervisor/coordinator.py ``_rescue``): a lease nobody renewed or
-# assigned for failover + one assignment interval while the lock it reads is a long one.
-RESCUED = re.compile(r"^(\S+) .*?took lease (\S+) \(from \S+: nobody renewed or assigned it")
+    return [entry["lease"] for _, entry in _events(log, SELF_ACQUIRED, since, until)]
 
 
 def rescues(log: str, since: float, until: float) -> list[str]:
-    """The leases a kcl-mp follower rescued (``FleetRole.rescues``) in [since, until]."""
-    found = []
-    for line in log.splitlines():
-        match = RESCUED.match(line)
-        if match and since <= datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S.%f").timestamp() <= until:
-            found.append(match.group(2))
-    return found
+    """The leases a kcl-mp follower rescued (``FleetRole.rescues``: nobody renewed or assigned
+    them for failover + one assignment interval while the lock it reads is a long one) in [since, until]."""
+    return [entry["lease"] for _, entry in _events(log, {LeaseEvent.RESCUED.value}, since, until)]
 
 
 def kclmp_assigned(log: str, since: float, until: float) -> list[tuple[float, str, str | None, str]]:
-    """(time, lease, from or None, to) for each move a kcl-mp leader logged in [since, until]."""
-    found = []
-    for stamp, lease, new, old in KCLMP_ASSIGNED.findall(log):
-        at = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%f").timestamp()
-        if since <= at <= until:
-            found.append((at, lease, old or None, new))
-    return found
+    """(time, lease, from or None, to) for each move a kcl-mp leader logged in [since, until]
+    (fleet/role.py ``_write``: an assignment or a handoff started)."""
+    moves = {LeaseEvent.ASSIGNED.value, LeaseEvent.HANDOFF_STARTED.value}
+    return [(at, entry["lease"], entry.get("from"), entry["to"]) for at, entry in _events(log, moves, since, until)]
 
 
 # The Java lease refresher's lines for a lease assigned outright and for a graceful handoff

@@ -13,6 +13,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -242,3 +243,17 @@ def stop_all(hosts: dict[str, Daemon], timeout: float = 60.0) -> None:
     for name, daemon in hosts.items():
         code = daemon.wait(timeout)
         assert code == 0, f"{name}: exit status {code}:\n{daemon.output()[-3000:]}"
+
+
+def log_lines(text: str) -> list[tuple[float, dict]]:
+    """A host's JSON log (``--log-format json``): (wall-clock time, entry) for each line."""
+    out = []
+    for line in text.splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            entry = json.loads(line)
+            out.append((datetime.strptime(entry["ts"], "%Y-%m-%dT%H:%M:%S.%f").timestamp(), entry))
+        except (ValueError, KeyError):  # the last line of a killed host may be cut short
+            continue
+    return out

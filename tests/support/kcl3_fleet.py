@@ -141,7 +141,7 @@ class Fleet:
         self._start(JAVA, java_daemon.command(fleet_properties(self.out, self.url, JAVA)))
 
     def start_kclmp(self, name: str) -> None:
-        self._start(name, [sys.executable, "-m", "kcl_mp", "--properties",
+        self._start(name, [sys.executable, "-m", "kcl_mp", "--log-format", "json", "--properties",
                            str(fleet_properties(self.out, self.url, name))])
 
     def _start(self, name: str, argv: list[str]) -> None:

@@ -4,9 +4,14 @@ comparison on its snapshots are in tests/e2e/test_kcl3_acceptance.py."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
-from ..support.fleet_findings import moved_back, moves
+from kcl_mp import logs
+from kcl_mp.logs import LeaseEvent, lease_event
+
+from ..support.fleet_findings import kclmp_assigned, moved_back, moves, rescues, self_acquired
 
 pytestmark = pytest.mark.integration
 
@@ -18,3 +23,23 @@ def test_moved_back_and_moves_read_the_timeline():
     assert moved_back(history, 10.0, 100.0, within_s=30.0) == ["s1: b -> a -> b (21.0 s apart)"]
     assert moved_back(history, 0.0, 100.0, within_s=3.0) == []
     assert moves(history, 0.0, 100.0) == ["s1: a -> b", "s1: b -> a", "s1: a -> b"]  # s2: released, back to a
+
+
+def test_the_host_log_readers_key_on_the_lease_events(capsys):
+    """A kcl-mp host's JSON log, written by its own logger: the readers find each lease event,
+    whatever the message says, and only within the window."""
+    logs.setup("INFO", "json", "h-1")
+    log = logs.ShardLog(logging.getLogger("kcl_mp.supervisor"), "h-1")
+    log.info("took lease s1 (from nobody), checkpoint TRIM_HORIZON", extra=lease_event(LeaseEvent.TAKEN, "s1"))
+    log.info("prose about s9 that mentions took lease s9 (from x)")
+    log.info("took lease s2 (from j: nobody renewed ...)", extra=lease_event(LeaseEvent.RESCUED, "s2"))
+    log.info("took lease s3 from j (its owner stopped renewing it)", extra=lease_event(LeaseEvent.FORCED, "s3"))
+    log.info("leader: assigned lease s4 to h-2 from j", extra=lease_event(LeaseEvent.ASSIGNED, "s4", to="h-2", **{"from": "j"}))
+    log.info("leader: handing lease s5 to h-3", extra=lease_event(LeaseEvent.HANDOFF_STARTED, "s5", to="h-3", **{"from": None}))
+    text = capsys.readouterr().err
+    logs.setup("WARNING", "text")
+    assert self_acquired(text, 0, 1e12) == ["s1", "s2"]  # forced: given by the leader, not chosen
+    assert rescues(text, 0, 1e12) == ["s2"]
+    assert [(lease, old, new) for _, lease, old, new in kclmp_assigned(text, 0, 1e12)] == [("s4", "j", "h-2"),
+                                                                                     ("s5", None, "h-3")]
+    assert self_acquired(text, 0, 1) == [] and kclmp_assigned(text, 0, 1) == []
