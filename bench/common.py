@@ -28,7 +28,7 @@ PROCESSOR = ROOT / "bench" / "noop_processor.py"
 
 def properties(path: Path, url: str, stream: str, app: str, **keys: object) -> Path:
     """One properties file both daemons read as it is: the emulator's endpoints, the bench
-    processor, TRIM_HORIZON, metrics off; ``keys`` add or replace keys."""
+    processor, TRIM_HORIZON, metrics off; ``keys`` add or replace keys (None: leave it out)."""
     base: dict[str, object] = {
         "executableName": f"{sys.executable} {PROCESSOR}",
         "streamName": stream,
@@ -42,7 +42,7 @@ def properties(path: Path, url: str, stream: str, app: str, **keys: object) -> P
         "metricsLevel": "NONE",
         "shutdownGraceMillis": 5000,
     }
-    path.write_text("".join(f"{key} = {value}\n" for key, value in {**base, **keys}.items()))
+    path.write_text("".join(f"{key} = {value}\n" for key, value in {**base, **keys}.items() if value is not None))
     return path
 
 

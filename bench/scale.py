@@ -3,7 +3,7 @@
     make bench-scale        (= .venv/bin/python bench/scale.py)
     options: --shards 4,16,64,256, --java-max-shards 64, --only kcl-mp|java, --rate 100 (records/s),
              --idle-ms 1000, --slow-idle-ms 3000 --slow-from 128, --settle-s 10, --window-s 30,
-             --start-timeout-s 240, --kinesis moto|fast, --records-per-shard 20, --out scale.json
+             --start-timeout-s 240, --kinesis moto|fast|dynamodb, --records-per-shard 20, --out scale.json
 
 Per shard count and daemon: a fresh moto (h2c, in the loopback namespace as bench/daemons.py),
 a stream of that many shards holding one record per shard, one host started with the same
@@ -31,6 +31,12 @@ then serves only DynamoDB (takes and renewals), not every shard's GetRecords. Th
 producer: the source's records are the load, read at start-up; delivered counts them (shards x
 records-per-shard), and the "load" window is a second idle one. The source's CPU is printed
 beside moto's. The polling schedule stays as on moto (--slow-from), so the sizes compare.
+
+With ``--kinesis dynamodb`` (kcl-mp only: the Java MultiLangDaemon reads no DynamoDB stream)
+the stream is a DynamoDB table's, served by the embedded emulator's DynamoDB Streams with that
+many open shards; ``--records-per-shard`` items are written at start (keys spread over the
+shards by their hash, so every shard gets some), and the producer writes --rate items/s
+(BatchWriteItem, 25 a call). The figures compare with the Kinesis ones at the same size.
 
 It prints a table, then kcl-mp / Java per shard count and per shard (marginal memory between
 sizes, idle CPU per shard), and writes the figures as JSON to --out.
@@ -188,6 +194,56 @@ def put_spread(kinesis: Any, stream: str, hash_keys: list[str], first: int, coun
     raise RuntimeError(f"put_records kept failing on {stream}")
 
 
+class ItemProducer(Producer):
+    """Writes ``rate`` items/s into a table (its stream's records), in a batch every 0.1 s."""
+
+    def __init__(self, dynamodb: Any, table: str, rate: int):
+        super().__init__(dynamodb, table, [], rate)
+
+    def run(self) -> None:
+        began = time.monotonic()
+        for tick in range(10_000_000):  # bounded by stop
+            due = round(self.rate * (tick + 1) / 10) - round(self.rate * tick / 10)
+            try:
+                self.put += put_items(self.kinesis, self.stream, self.put + 1_000_000, due)
+            except Exception as exc:  # reported by the run
+                self.errors.append(exc)
+                return
+            if self.stop.wait(max(0.0, began + (tick + 1) / 10 - time.monotonic())):
+                return
+
+
+def dynamodb_table(url: str, dynamodb: Any, name: str, shards: int) -> str:
+    """A table whose stream starts with ``shards`` open shards (the emulator's admin action); its ARN."""
+    import urllib.request
+
+    request = urllib.request.Request(url + "/_kclmp/dynamodb-streams", json.dumps(
+        {"action": "configure", "shards": shards}).encode(), method="POST")
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        answer.read()
+    table = dynamodb.create_table(
+        TableName=name, BillingMode="PAY_PER_REQUEST", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"})
+    return str(table["TableDescription"]["LatestStreamArn"])
+
+
+def put_items(dynamodb: Any, table: str, first: int, count: int) -> int:
+    """Write ``count`` items of 100 bytes (keys first.. first+count-1), 25 a call; retries what
+    DynamoDB left unprocessed (at most 20 times a call)."""
+    for start in range(first, first + count, 25):
+        requests = [{"PutRequest": {"Item": {"pk": {"S": f"item-{n}"}, "data": {"S": "x" * 100}}}}
+                    for n in range(start, min(start + 25, first + count))]
+        for _ in range(20):
+            left = dynamodb.batch_write_item(RequestItems={table: requests}).get("UnprocessedItems", {})
+            requests = left.get(table, [])
+            if not requests:
+                break
+        else:
+            raise RuntimeError(f"batch_write_item kept leaving items of {table} unprocessed")
+    return count
+
+
 def run_size(daemon: str, shards: int, idle_ms: int, args: argparse.Namespace, work: Path) -> Size:
     import boto3
 
@@ -204,7 +260,12 @@ def run_size(daemon: str, shards: int, idle_ms: int, args: argparse.Namespace, w
         kinesis = boto3.client("kinesis", endpoint_url=emulator.url)
         dynamodb = boto3.client("dynamodb", endpoint_url=emulator.url)
         kinesis_url = emulator.url
-        if args.kinesis == "fast":
+        stream_keys: dict[str, str | None] = {}
+        if args.kinesis == "dynamodb":
+            data = f"{name}-data"  # the application's name is the lease table's
+            stream_keys = {"streamArn": dynamodb_table(emulator.url, dynamodb, data, shards), "streamName": None}
+            size.produced = put_items(dynamodb, data, 0, shards * args.records_per_shard)
+        elif args.kinesis == "fast":
             port = free_port()
             source = start_fast_kinesis(port, name, shards, work / f"{name}.source.log",
                                         page_records=min(args.records_per_shard, 10_000),
@@ -218,7 +279,7 @@ def run_size(daemon: str, shards: int, idle_ms: int, args: argparse.Namespace, w
             size.produced = put_spread(kinesis, name, hash_keys, 0, shards)  # one record per shard to start
         path = properties(work / f"{name}.properties", emulator.url, name, name, kinesisEndpoint=kinesis_url,
                           retrievalMode="POLLING", failoverTimeMillis=FAILOVER_MS,
-                          idleTimeBetweenReadsInMillis=idle_ms, maxRecords=1000)
+                          idleTimeBetweenReadsInMillis=idle_ms, maxRecords=1000, **stream_keys)
         watch = LeaseWatch(dynamodb, name)
         watch.start()
         env = {**os.environ, "BENCH_OUT": str(out), "BENCH_CHECKPOINT_EVERY": "50"}
@@ -240,7 +301,8 @@ def run_size(daemon: str, shards: int, idle_ms: int, args: argparse.Namespace, w
         windows_began = time.time()
         size.cpu_idle, size.emulator_idle, *fast = meter.window(args.window_s)
         size.source_idle = fast[0] if fast else None
-        producer = Producer(kinesis, name, hash_keys, args.rate) if source is None else None
+        producer = (ItemProducer(dynamodb, f"{name}-data", args.rate) if args.kinesis == "dynamodb" else
+                    Producer(kinesis, name, hash_keys, args.rate) if source is None else None)
         if producer is not None:
             producer.start()
         size.cpu_load, size.emulator_load, *fast = meter.window(args.window_s)
@@ -360,13 +422,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--settle-s", type=float, default=10.0, help="pause after the first records (default 10)")
     p.add_argument("--window-s", type=float, default=30.0, help="the idle and the load window, each (default 30)")
     p.add_argument("--drain-s", type=float, default=60.0, help="the longest wait for the last records (default 60)")
-    p.add_argument("--kinesis", choices=("moto", "fast"), default="moto",
-                   help="the stream on moto with a producer (default), or on fast_kinesis, bounded, no producer")
-    p.add_argument("--records-per-shard", type=int, default=20, help="with --kinesis fast: each shard's records")
+    p.add_argument("--kinesis", choices=("moto", "fast", "dynamodb"), default="moto",
+                   help="the stream on moto with a producer (default), on fast_kinesis, bounded, no producer, or a "
+                        "DynamoDB table's stream on the embedded emulator, with a producer (kcl-mp only)")
+    p.add_argument("--records-per-shard", type=int, default=20,
+                   help="with --kinesis fast: each shard's records; dynamodb: items written at start, per shard")
     p.add_argument("--out", default="scale.json", help="the figures as JSON (default scale.json)")
     args = p.parse_args(argv)
     if args.records_per_shard < 1:
         p.error("--records-per-shard must be at least 1")
+    if args.kinesis == "dynamodb":
+        args.only = "kcl-mp"
     if (status := enter_namespace(__file__, args.only)) is not None:
         return status
     work = bench_environment("kcl-mp-scale-")
@@ -388,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
                                        "records_per_shard": args.records_per_shard, "window_s": args.window_s,
                                        "sizes": [asdict(s) for s in sizes], "ratios": ratios(sizes)}, indent=2))
     print()
-    load = (f"{args.rate} records/s over all shards in the load window" if args.kinesis == "moto" else
+    load = (f"{args.rate} records/s over all shards in the load window" if args.kinesis != "fast" else
             f"Kinesis on fast_kinesis, DynamoDB on moto: no producer, the load is the source's "
             f"{args.records_per_shard} records per shard, read at start-up ('load' is a second idle window)")
     print(f"failoverTimeMillis {FAILOVER_MS}, {load}, windows {args.window_s:.0f} s; CPU in cores; memory the peak "
