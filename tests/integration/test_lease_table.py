@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.errors import CheckpointOutcome
+from kcl_mp.errors import CheckpointOutcome, DependencyError
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.table import OWNER_INDEX, LeaseTable
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
@@ -202,3 +202,15 @@ def test_a_finished_lease_is_never_taken_nor_asked_for(table):
     assert table.checkpoint(asked.key, "A", ExtendedSequenceNumber(SHARD_END)) is None
     assert table.take(asked, "B") is None
     assert table.get(asked.key).checkpoint_owner == "A"
+
+
+def test_a_table_of_the_lease_tables_name_with_another_key_is_refused_naming_both_keys(dynamodb, unique_name):
+    """A data table named as the application (its key pk): every lease read would fail with
+    DynamoDB's 'key element does not match the schema'; kcl-mp says what is wrong instead."""
+    dynamodb.create_table(TableName=unique_name, BillingMode="PAY_PER_REQUEST",
+                          KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                          AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+    with pytest.raises(DependencyError) as refused:
+        LeaseTable(dynamodb, unique_name).ensure_table()
+    assert str(refused.value).startswith(f"table {unique_name} exists with the key pk HASH, not a lease table's "
+                                         "(leaseKey HASH): another table has that name"), refused.value
