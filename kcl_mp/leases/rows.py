@@ -189,12 +189,13 @@ is not a shard id) and 5 more"
            f"not {'leases' if len(others) != 1 else 'a lease'}: {first}{more}"
 
 
-def read_items(items: Iterable[Item]) -> TableScan:
-    """Split scanned items into leases and other rows, in the order scanned."""
+def read_items(items: Iterable[Item], multi_stream: bool = False) -> TableScan:
+    """Split scanned items into leases and other rows, in the order scanned (``multi_stream``:
+    the leases are a multi-stream application's, ``lease.not_a_lease``)."""
     leases: list[Lease] = []
     others: list[OtherRow] = []
     for item in items:
-        why = not_a_lease(item)
+        why = not_a_lease(item, multi_stream)
         if why is None:
             leases.append(Lease.from_item(item))
         else:
