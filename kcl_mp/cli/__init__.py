@@ -205,10 +205,14 @@ def check_startable(config: Config) -> None:
     from kcl_mp.errors import ProcessorStartError
     from kcl_mp.multilang.command import resolve_command
 
-    try:
-        resolve_command(config.processor.command, os.getcwd(), os.environ)
-    except ProcessorStartError as exc:
-        raise ConfigError(f"{config.source}: executableName: {exc}") from exc
+    commands = [("executableName", config.processor.command)]
+    commands += [(f"stream.{stream.name}.executableName", stream.command) for stream in config.streams
+                 if stream.command != config.processor.command]
+    for key, command in commands:
+        try:
+            resolve_command(command, os.getcwd(), os.environ)
+        except ProcessorStartError as exc:
+            raise ConfigError(f"{config.source}: {key}: {exc}") from exc
 
 
 if __name__ == "__main__":

@@ -189,6 +189,11 @@ def load_config(
             raise ConfigError(f"{settings['retrievalMode'].label} = 'FANOUT': DynamoDB Streams have no enhanced "
                               "fan-out; use POLLING (or leave it DEFAULT)")
         mode = "POLLING"  # GetRecords is the only way to read a DynamoDB stream
+    if listed and mode != "POLLING":  # enhanced fan-out reads one stream (a consumer per stream: later)
+        if mode == "FANOUT":
+            raise ConfigError(f"{settings['retrievalMode'].label} = 'FANOUT': a multi-stream application reads by "
+                              "polling (enhanced fan-out of many streams is not supported yet); use POLLING")
+        mode = "POLLING"
     if mode == "DEFAULT":
         polling = [name for name in K.POLLING_KEYS if parsed.get(name)]
         mode = "POLLING" if polling else "FANOUT"
@@ -219,6 +224,11 @@ def load_config(
                           f"stream of table {stream_name}); use LATEST or TRIM_HORIZON")
     streams = stream_list(parsed, {name: s.label for name, s in settings.items()},
                           _per_stream_values(per_stream), command, initial, source)
+    for stream in streams:
+        if stream.consumer_arn:
+            consumer = per_stream[stream.name, "consumerArn"]
+            ignored.append((consumer.name, "a multi-stream application reads by polling"))
+            warn(f"{consumer.label} is not used yet: a multi-stream application reads by polling")
     if not streams:
         for name in ("formerStreamsLeasesDeletionStrategy", "waitPeriodToDeleteFormerStreamsMillis"):
             if name in settings:

@@ -252,6 +252,11 @@ class Config:
     warnings: tuple[str, ...] = field(default=())
 
     @property
+    def stream_names(self) -> tuple[str, ...]:
+        """A multi-stream application's streams by name (the lease table shows their leases alone); ()."""
+        return tuple(stream.name for stream in self.streams)
+
+    @property
     def assignment_interval_s(self) -> float:
         """leaseAssignmentIntervalMillis (default 2 x failoverTimeMillis): the 3.x leader's round."""
         ms = self.kcl3.lease_assignment_interval_ms or 2 * self.lease.failover_time_ms

@@ -24,6 +24,12 @@ LIST_SHARDS_PAGE = 1000  # ListShards' own default page size, stated
 def describe(kinesis: Any, stream_name: str, stream_arn: str | None) -> str:
     """The stream's ARN. At start-up, before anything is written: Kinesis answers and the
     stream exists (a misspelt streamName must not leave a lease table behind)."""
+    return describe_summary(kinesis, stream_name, stream_arn)[0]
+
+
+def describe_summary(kinesis: Any, stream_name: str, stream_arn: str | None) -> tuple[str, int]:
+    """``describe``'s ARN, and the stream's creation time in ms since 1970 (a multi-stream
+    application's epoch when nothing else gives one: ``leases.multi_stream.choose_epoch``)."""
     arn, name = stream_arn, stream_name
     summary = call(f"describing stream {arn or name}", partial(
         kinesis.describe_stream_summary, **({"StreamARN": arn} if arn else {"StreamName": name})),
@@ -31,7 +37,8 @@ def describe(kinesis: Any, stream_name: str, stream_arn: str | None) -> str:
     if summary is None:
         key = f"streamArn {arn}" if arn else f"streamName {name}"
         raise ConfigError(f"{key}: no such stream at {kinesis.meta.endpoint_url}")
-    return str(summary["StreamDescriptionSummary"]["StreamARN"])
+    described = summary["StreamDescriptionSummary"]
+    return str(described["StreamARN"]), int(described["StreamCreationTimestamp"].timestamp() * 1000)
 
 
 def check_gone(kinesis: Any, stream_name: str, shard_id: str, exc: BaseException) -> None:

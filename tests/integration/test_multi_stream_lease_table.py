@@ -17,7 +17,7 @@ ORDERS = StreamIdentifier("123456789012", "orders", 1700000000000)
 
 
 def test_multi_stream_leases_through_the_table(dynamodb, unique_name) -> None:
-    table = LeaseTable(dynamodb, unique_name, multi_stream=True)
+    table = LeaseTable(dynamodb, unique_name, streams=("test-stream", "orders"))
     table.ensure_table()
     java_item = next(iter(JAVA["leases"].values()))
     dynamodb.put_item(TableName=unique_name, Item=java_item)  # a Java worker's lease

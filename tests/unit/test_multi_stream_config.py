@@ -54,10 +54,10 @@ STREAMS: list[tuple[str, dict[str, str], list[tuple[Any, ...]]]] = [
     ("a processor per stream, split as executableName is; a stream name with a dot",
      {"streamNames": "a,b.v2", "stream.b.v2.executableName": "node  b.js --fast"},
      [("a", None, "LATEST", APP, None, None), ("b.v2", None, "LATEST", ("node", "b.js", "--fast"), None, None)]),
-    ("consumer and creation epoch per stream",
-     {"streamArns": arn("a"), "stream.a.consumerArn": arn("a") + "/consumer/app:1700000000",
-      "stream.a.creationEpoch": "1700000000000"},
-     [("a", arn("a"), "LATEST", APP, arn("a") + "/consumer/app:1700000000", 1700000000000)]),
+    ("a creation epoch per stream", {"streamArns": arn("a"), "stream.a.creationEpoch": "1700000000000"},
+     [("a", arn("a"), "LATEST", APP, None, 1700000000000)]),
+    ("polling, whatever DEFAULT would choose for one stream", {"streamNames": "a", "retrievalMode": "DEFAULT"},
+     [("a", None, "LATEST", APP, None, None)]),
 ]
 
 
@@ -68,7 +68,16 @@ def test_streams_and_their_settings(tmp_path, keys: dict[str, str], expected: li
         StreamSettings(name, stream_arn, InitialPosition(kind), command, consumer, epoch)
         for name, stream_arn, kind, command, consumer, epoch in expected)
     assert config.stream_name == ", ".join(s[0] for s in expected) and config.stream_arn is None
-    assert config.warnings == ()
+    assert config.retrieval.mode == "POLLING" and config.warnings == ()
+
+
+def test_a_consumer_per_stream_is_kept_and_not_used_yet(tmp_path) -> None:
+    consumer = arn("a") + "/consumer/app:1700000000"
+    config = load(tmp_path, streamArns=arn("a"), **{"stream.a.consumerArn": consumer})
+    assert config.streams[0].consumer_arn == consumer
+    assert config.warnings == (f"{tmp_path / 'app.properties'} line 6: stream.a.consumerArn is not used yet: a "
+                               "multi-stream application reads by polling",)
+    assert config.ignored == (("stream.a.consumerArn", "a multi-stream application reads by polling"),)
 
 
 # id, keys (BASE's regionName dropped when "regionName" is None), the error's start or part
@@ -106,6 +115,8 @@ ERRORS: list[tuple[str, dict[str, Any], str]] = [
      "app.properties line 6: stream.a.creationEpoch = '0': expected an integer >= 1"),
     ("AT_TIMESTAMP is not a per-stream position", {"streamNames": "a", "stream.a.initialPositionInStream": "x"},
      "stream.a.initialPositionInStream = 'x': expected one of LATEST, TRIM_HORIZON"),
+    ("enhanced fan-out reads one stream", {"streamNames": "a", "retrievalMode": "FANOUT"},
+     "app.properties line 6: retrievalMode = 'FANOUT': a multi-stream application reads by polling"),
     ("one consumer for many streams", {"streamNames": "a", "fanoutConfig.consumerArn": "c"},
      "fanoutConfig.consumerArn: an enhanced fan-out consumer belongs to one stream"),
     ("a consumer of another stream", {"streamNames": "a,b", "stream.a.consumerArn": arn("b") + "/consumer/c:1"},

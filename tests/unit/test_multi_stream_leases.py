@@ -23,7 +23,7 @@ STREAM = StreamIdentifier.parse(JAVA["identifier"])
 
 @pytest.mark.parametrize("item", JAVA["leases"].values(), ids=list(JAVA["leases"]))
 def test_a_java_multi_stream_lease_is_read_and_written_back_unchanged(item: dict[str, Any]) -> None:
-    assert not_a_lease(item, multi_stream=True) is None
+    assert not_a_lease(item, streams={"test-stream"}) is None
     lease = Lease.from_item(item)
     assert lease.stream == STREAM == StreamIdentifier("123456789012", "test-stream", 1)
     assert lease.key == STREAM.lease_key(JAVA["shard_id"]) and split_key(lease.key) == (STREAM, JAVA["shard_id"])
@@ -40,12 +40,12 @@ def test_a_lease_kcl_mp_creates_is_the_item_java_writes() -> None:
 
 @pytest.mark.parametrize("item", JAVA["not_leases"].values(), ids=list(JAVA["not_leases"]))
 def test_rows_java_does_not_read_as_leases_are_not_leases(item: dict[str, Any]) -> None:
-    assert not_a_lease(item, multi_stream=True) == f"entityType {item['entityType']['S']}"
+    assert not_a_lease(item, streams={"test-stream"}) == f"entityType {item['entityType']['S']}"
 
 
 def test_single_and_multi_stream_leases_never_see_each_other() -> None:
     multi = list(JAVA["leases"].values())
-    scan = read_items([SINGLE_STREAM_LEASE, *multi], multi_stream=True)
+    scan = read_items([SINGLE_STREAM_LEASE, *multi], streams={"test-stream"})
     assert [lease.key for lease in scan.leases] == [JAVA["identifier"] + ":shardId-000000000000"] * 2
     assert [row.why for row in scan.others] == [
         "leaseKey 'shardId-000000000000' is a single-stream lease's (this application reads many streams)"]
@@ -77,7 +77,7 @@ BROKEN = [
 
 @pytest.mark.parametrize("item,why", [case[1:] for case in BROKEN], ids=[case[0] for case in BROKEN])
 def test_a_multi_stream_row_kcl_mp_cannot_read_exactly_is_left_alone(item: dict[str, Any], why: str) -> None:
-    assert not_a_lease(item, multi_stream=True) == why
+    assert not_a_lease(item, streams={"test-stream"}) == why
 
 
 T = 1700000000000
@@ -103,3 +103,10 @@ def test_the_creation_epoch(stream: tuple[str, str], configured: int | None, cre
                             source: str, warned: bool) -> None:
     choice = choose_epoch(*stream, [*KEYS, "1:a:1:shardId-000000000000"], configured, created)
     assert choice is not None and (choice.epoch, choice.source, choice.warning is not None) == (epoch, source, warned)
+
+
+def test_a_stream_not_in_the_list_is_never_adopted() -> None:
+    """Java adopts every stream it finds in the table at start-up (KCL#1112); kcl-mp leaves their leases alone."""
+    scan = read_items(JAVA["leases"].values(), streams={"orders", "payments"})
+    assert scan.leases == () and {row.why for row in scan.others} == {
+        "a lease of stream 'test-stream', which this application does not read"}
