@@ -1,0 +1,100 @@
+"""Many streams in one application (issue 32): two real kcl-mp hosts, three Kinesis streams of 1, 2
+and 4 shards on moto, the unchanged amazon_kclpy recorder as every processor, in both KCL modes.
+
+Every record is delivered once, to a processor of its own stream (one stream has its own
+executableName); each processor is told its stream (KCL_STREAM_IDENTIFIER, which the recorder
+prints at initialize: the daemon logs it under the lease's key); the leases are Java's
+multi-stream items, their epoch the stream's creation time; the seven leases are balanced over
+the two hosts (max - min <= 1).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kcl_mp.devtools.producer import produce
+from kcl_mp.embedded import ensure_stream
+from kcl_mp.leases.multi_stream import split_key
+
+from .harness import RECORDER, Daemon, base_properties, recorded, records_only, stop_all, wait_until, write_properties
+
+pytestmark = pytest.mark.integration
+SHARDS = (1, 2, 4)
+PER_STREAM = 300
+
+
+@pytest.mark.parametrize("mode", ["CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X"])
+def test_two_hosts_three_streams(mode: str, tmp_path: Path, kinesis, dynamodb, moto_url: str, unique_name: str) -> None:
+    names = [f"{unique_name}-{i}" for i in range(len(SHARDS))]
+    own = names[2]  # the stream with its own processor command
+    arns, created_ms, stream_of_id = {}, {}, {}
+    for i, (name, shards) in enumerate(zip(names, SHARDS, strict=True)):
+        ensure_stream(kinesis, name, shards)
+        summary = kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
+        arns[name], created_ms[name] = summary["StreamARN"], int(summary["StreamCreationTimestamp"].timestamp() * 1000)
+        for put in produce(kinesis, name, PER_STREAM, first_id=i * 100_000, seed=i):
+            stream_of_id[put.id] = name
+    out = tmp_path / "out"
+    out.mkdir()
+    recorder = f"{sys.executable} {RECORDER}"
+    # streamArns in one mode, streamNames (with regionName) in the other: both ways of naming them
+    listed = {"streamArns": ",".join(arns.values())} if mode.endswith("3X") else {"streamNames": ",".join(names)}
+    keys = {k: v for k, v in base_properties(moto_url, names[0], unique_name, f"env RECORDER_HOST=default {recorder}",
+                                             clientVersionConfig=mode, **listed).items() if k != "streamName"}
+    keys[f"stream.{own}.executableName"] = f"env RECORDER_HOST={own} {recorder}"
+    env = {"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "50", "RECORDER_STDERR_ENV": "KCL_STREAM_IDENTIFIER"}
+    hosts = {name: Daemon(write_properties(tmp_path / f"{name}.properties", **keys, workerId=name),
+                          tmp_path / f"{name}.log", "--log-format", "json", env=env) for name in ("host-a", "host-b")}
+    leases = sum(SHARDS)
+
+    def owners() -> Counter:
+        items = dynamodb.scan(TableName=unique_name, ConsistentRead=True).get("Items", [])
+        return Counter(item.get("leaseOwner", {}).get("S") for item in items if "leaseCounter" in item)
+
+    def balanced() -> bool:
+        found = owners()
+        return sum(found.values()) == leases and set(found) == set(hosts) and max(found.values()) - min(
+            found.values()) <= 1
+
+    try:
+        wait_until(lambda: len(records_only(recorded(out))) >= len(stream_of_id), 240,
+                   f"{len(stream_of_id)} records delivered")
+        wait_until(balanced, 120, f"the {leases} leases balanced over both hosts")
+        stop_all(hosts)
+    finally:
+        for daemon in hosts.values():
+            daemon.kill()
+
+    entries = recorded(out)
+    got = records_only(entries)
+    delivered = Counter(json.loads(e["data"])["id"] for e in got)
+    assert set(delivered) == set(stream_of_id) and delivered.most_common(1)[0][1] == 1, delivered.most_common(3)
+    for pid in {e["_pid"] for e in entries}:  # each processor reads one stream, with that stream's command
+        mine = [e for e in entries if e["_pid"] == pid]
+        streams = {stream_of_id[json.loads(e["data"])["id"]] for e in records_only(mine)}
+        assert len(streams) <= 1, (pid, streams)
+        host = next(e["host"] for e in mine if e.get("event") == "initialize")
+        assert not streams or host == ("default" if streams != {own} else own), (pid, streams, host)
+
+    items = dynamodb.scan(TableName=unique_name, ConsistentRead=True)["Items"]
+    lease_items = [item for item in items if "leaseCounter" in item and "entityType" not in item
+                   or item.get("entityType") == {"S": "LEASE"}]
+    assert len(lease_items) == leases
+    for item in lease_items:  # Java's multi-stream items, the epoch the stream's creation time
+        split = split_key(item["leaseKey"]["S"])
+        assert split is not None, item
+        stream, shard = split
+        assert (stream.account, stream.creation_epoch) == (arns[stream.name].split(":")[4], created_ms[stream.name])
+        assert (item["streamName"], item["shardId"]) == ({"S": stream.serialized}, {"S": shard})
+
+    told = [json.loads(line) for daemon in hosts.values() for line in daemon.output().splitlines()
+            if "processor stderr: KCL_STREAM_IDENTIFIER=" in line]
+    assert told, "no processor printed its KCL_STREAM_IDENTIFIER"
+    for line in told:  # the lease's key names the stream its processor was told
+        assert line["msg"].rpartition("=")[2] == line["shard"].rpartition(":")[0], line
+    assert {line["shard"] for line in told} >= {item["leaseKey"]["S"] for item in lease_items}
