@@ -3,7 +3,7 @@ each stream's keys carry. Pure data, no I/O.
 
 Java (amazon-kinesis-client 3.x; facts only, no code)::
 
-    StreamIdentifier.serialize()   account:streamName:creationEpoch   (common/StreamIdentifier.java;
+    StreamIdentifier.serialize()   account:streamName:creationEpoch   (common/StreamIdentifier.java 101-115 at v3.5.1;
                                    parsed by (?<accountId>[0-9]+):(?<streamName>[^:]+):(?<creationEpoch>[0-9]+),
                                    the epoch > 0 and otherwise opaque: never checked against the stream)
     MultiStreamLease.getLeaseKey   <identifier>:<shardId>
