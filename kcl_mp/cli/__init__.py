@@ -175,9 +175,10 @@ def run(args: argparse.Namespace, path: str) -> int:
                 if arn != config.stream_arn:  # the emulator names its streams itself
                     log.info("reading table %s's stream on the emulator: %s", config.stream_name, arn)
                     config = load_config(path, overrides={**overrides, "streamArn": arn})
-            elif embedded.ensure_stream(aws_client("kinesis", config.kinesis), config.stream_name,
-                                        args.embedded_shards):
-                log.info("created stream %s with %d shards", config.stream_name, args.embedded_shards)
+            else:
+                for name in config.stream_names or (config.stream_name,):
+                    if embedded.ensure_stream(aws_client("kinesis", config.kinesis), name, args.embedded_shards):
+                        log.info("created stream %s with %d shards", name, args.embedded_shards)
         check_startable(config)
         logs.setup(args.log_level, args.log_format, config.worker_id)
         from kcl_mp.supervisor.loop import Supervisor

@@ -11,6 +11,7 @@ the two hosts (max - min <= 1).
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -21,7 +22,17 @@ from kcl_mp.devtools.producer import produce
 from kcl_mp.embedded import ensure_stream
 from kcl_mp.leases.multi_stream import split_key
 
-from .harness import RECORDER, Daemon, base_properties, recorded, records_only, stop_all, wait_until, write_properties
+from .harness import (
+    RECORDER,
+    ROOT,
+    Daemon,
+    base_properties,
+    recorded,
+    records_only,
+    stop_all,
+    wait_until,
+    write_properties,
+)
 
 pytestmark = pytest.mark.integration
 SHARDS = (1, 2, 4)
@@ -98,3 +109,31 @@ def test_two_hosts_three_streams(mode: str, tmp_path: Path, kinesis, dynamodb, m
     for line in told:  # the lease's key names the stream its processor was told
         assert line["msg"].rpartition("=")[2] == line["shard"].rpartition(":")[0], line
     assert {line["shard"] for line in told} >= {item["leaseKey"]["S"] for item in lease_items}
+
+
+def test_the_embedded_demo_creates_every_stream_and_leases_shows_their_leases(tmp_path: Path, unique_name: str
+                                                                             ) -> None:
+    """``kcl-mp --embedded`` creates each listed stream; ``kcl-mp leases`` reads their leases (and
+    shows them under their multi-stream keys)."""
+    names = [f"{unique_name}-a", f"{unique_name}-b"]
+    props = write_properties(tmp_path / "app.properties", executableName=f"{sys.executable} {RECORDER}",
+                             streamNames=",".join(names), applicationName=unique_name, regionName="us-east-1",
+                             failoverTimeMillis=3000, metricsLevel="NONE")
+    daemon = Daemon(props, tmp_path / "host.log", "--embedded", "--embedded-shards", "2", "--set",
+                    "workerId=host-e", env={"RECORDER_DIR": str(tmp_path)})
+    leases = [sys.executable, "-m", "kcl_mp", "leases", "-p", str(props), "--embedded"]
+    shown: list[subprocess.CompletedProcess] = []
+
+    def all_held() -> bool:
+        shown.append(subprocess.run(leases, cwd=ROOT, capture_output=True, text=True, timeout=30))
+        return f"lease table {unique_name}: 4 leases (4 active, 0 finished) on 1 workers" in shown[-1].stdout
+
+    try:
+        wait_until(lambda: "its endpoint is in" in daemon.output(), 60, "the embedded emulator")
+        wait_until(all_held, 60, "the four leases of the two streams in kcl-mp leases", interval=1.0)
+        daemon.stop_gracefully()
+    finally:
+        daemon.kill()
+    for name in names:
+        assert f"created stream {name} with 2 shards" in daemon.output()
+        assert len([line for line in shown[-1].stdout.splitlines() if f":{name}:" in line]) == 2, shown[-1].stdout
