@@ -1,16 +1,18 @@
-"""Many streams in one application (issue 32): two real kcl-mp hosts, three Kinesis streams of 1, 2
-and 4 shards on moto, the unchanged amazon_kclpy recorder as every processor, in both KCL modes.
+"""Many streams in one application (issue 32): two real kcl-mp hosts, four Kinesis streams of 1, 2,
+4 and 1 shards on moto, in both KCL modes; the unchanged amazon_kclpy recorder processes the first
+three, Node's aws-kcl sample processor the fourth.
 
-Every record is delivered once, to a processor of its own stream (one stream has its own
-executableName); each processor is told its stream (KCL_STREAM_IDENTIFIER, which the recorder
-prints at initialize: the daemon logs it under the lease's key); the leases are Java's
-multi-stream items, their epoch the stream's creation time; the seven leases are balanced over
-the two hosts (max - min <= 1).
+Every record is delivered once, to a processor of its own stream (the third and fourth have their
+own executableName); each processor is told its stream: the recorder prints KCL_STREAM_IDENTIFIER
+at initialize (the daemon logs it under the lease's key), the Node sample names the streamName
+aws-kcl passed it from initialize in every line; the leases are Java's multi-stream items, their
+epoch the stream's creation time; the eight leases are balanced over the two hosts (max - min <= 1).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -35,21 +37,23 @@ from .harness import (
 )
 
 pytestmark = pytest.mark.integration
-SHARDS = (1, 2, 4)
+SHARDS = (1, 2, 4, 1)
 PER_STREAM = 300
+NODE = ROOT / "kcl_mp" / "processors" / "nodejs" / "sample_processor.js"
 
 
 @pytest.mark.parametrize("mode", ["CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X"])
 def test_two_hosts_three_streams(mode: str, tmp_path: Path, kinesis, dynamodb, moto_url: str, unique_name: str) -> None:
     names = [f"{unique_name}-{i}" for i in range(len(SHARDS))]
-    own = names[2]  # the stream with its own processor command
-    arns, created_ms, stream_of_id = {}, {}, {}
+    own, node = names[2], names[3]  # the streams with their own processor commands
+    arns, created_ms, stream_of_id, last_put = {}, {}, {}, {}
     for i, (name, shards) in enumerate(zip(names, SHARDS, strict=True)):
         ensure_stream(kinesis, name, shards)
         summary = kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
         arns[name], created_ms[name] = summary["StreamARN"], int(summary["StreamCreationTimestamp"].timestamp() * 1000)
         for put in produce(kinesis, name, PER_STREAM, first_id=i * 100_000, seed=i):
             stream_of_id[put.id] = name
+            last_put[name] = max(last_put.get(name, 0), int(put.sequence_number))
     out = tmp_path / "out"
     out.mkdir()
     recorder = f"{sys.executable} {RECORDER}"
@@ -58,6 +62,7 @@ def test_two_hosts_three_streams(mode: str, tmp_path: Path, kinesis, dynamodb, m
     keys = {k: v for k, v in base_properties(moto_url, names[0], unique_name, f"env RECORDER_HOST=default {recorder}",
                                              clientVersionConfig=mode, **listed).items() if k != "streamName"}
     keys[f"stream.{own}.executableName"] = f"env RECORDER_HOST={own} {recorder}"
+    keys[f"stream.{node}.executableName"] = f"node {NODE}"
     env = {"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "50", "RECORDER_STDERR_ENV": "KCL_STREAM_IDENTIFIER"}
     hosts = {name: Daemon(write_properties(tmp_path / f"{name}.properties", **keys, workerId=name),
                           tmp_path / f"{name}.log", "--log-format", "json", env=env) for name in ("host-a", "host-b")}
@@ -67,14 +72,20 @@ def test_two_hosts_three_streams(mode: str, tmp_path: Path, kinesis, dynamodb, m
         items = dynamodb.scan(TableName=unique_name, ConsistentRead=True).get("Items", [])
         return Counter(item.get("leaseOwner", {}).get("S") for item in items if "leaseCounter" in item)
 
+    def node_checkpoint() -> str | None:
+        items = dynamodb.scan(TableName=unique_name, ConsistentRead=True).get("Items", [])
+        return next((item["checkpoint"]["S"] for item in items if f":{node}:" in item["leaseKey"]["S"]
+                     and "checkpoint" in item), None)
+
     def balanced() -> bool:
         found = owners()
         return sum(found.values()) == leases and set(found) == set(hosts) and max(found.values()) - min(
             found.values()) <= 1
 
     try:
-        wait_until(lambda: len(records_only(recorded(out))) >= len(stream_of_id), 240,
-                   f"{len(stream_of_id)} records delivered")
+        to_kclpy = {n for n, stream in stream_of_id.items() if stream != node}
+        wait_until(lambda: len(records_only(recorded(out))) >= len(to_kclpy), 240, f"{len(to_kclpy)} records delivered")
+        wait_until(lambda: node_checkpoint() == str(last_put[node]), 120, f"{node}'s last record checkpointed")
         wait_until(balanced, 120, f"the {leases} leases balanced over both hosts")
         stop_all(hosts)
     finally:
@@ -84,7 +95,10 @@ def test_two_hosts_three_streams(mode: str, tmp_path: Path, kinesis, dynamodb, m
     entries = recorded(out)
     got = records_only(entries)
     delivered = Counter(json.loads(e["data"])["id"] for e in got)
-    assert set(delivered) == set(stream_of_id) and delivered.most_common(1)[0][1] == 1, delivered.most_common(3)
+    assert set(delivered) == to_kclpy and delivered.most_common(1)[0][1] == 1, delivered.most_common(3)
+    counted = [re.search(rf"sample_processor.js {node}/shardId-000000000000: shutting down after (\d+) records", line)
+               for daemon in hosts.values() for line in daemon.output().splitlines()]
+    assert sum(int(found.group(1)) for found in counted if found) == PER_STREAM  # each child counts its own
     for pid in {e["_pid"] for e in entries}:  # each processor reads one stream, with that stream's command
         mine = [e for e in entries if e["_pid"] == pid]
         streams = {stream_of_id[json.loads(e["data"])["id"]] for e in records_only(mine)}
@@ -108,7 +122,8 @@ def test_two_hosts_three_streams(mode: str, tmp_path: Path, kinesis, dynamodb, m
     assert told, "no processor printed its KCL_STREAM_IDENTIFIER"
     for line in told:  # the lease's key names the stream its processor was told
         assert line["msg"].rpartition("=")[2] == line["shard"].rpartition(":")[0], line
-    assert {line["shard"] for line in told} >= {item["leaseKey"]["S"] for item in lease_items}
+    assert {line["shard"] for line in told} >= {item["leaseKey"]["S"] for item in lease_items
+                                                 if f":{node}:" not in item["leaseKey"]["S"]}
 
 
 def test_the_embedded_demo_creates_every_stream_and_leases_shows_their_leases(tmp_path: Path, unique_name: str
