@@ -91,6 +91,7 @@ class StreamSyncers:
             stream = self.streams[identifier.name]
             self.syncers[identifier] = ShardSyncer(
                 self.config, self.table, self.client, self.log, self.view,
-                stream=KinesisStream(self.client, stream.name, stream.arn), identifier=identifier,
+                stream=KinesisStream(self.client, stream.name, stream.arn, by_arn=stream.arn is not None),
+                identifier=identifier,
                 initial=stream.initial_position)
         return self.syncers[identifier]

@@ -41,18 +41,22 @@ def describe_summary(kinesis: Any, stream_name: str, stream_arn: str | None) -> 
     return str(described["StreamARN"]), int(described["StreamCreationTimestamp"].timestamp() * 1000)
 
 
-def check_gone(kinesis: Any, stream_name: str, shard_id: str, exc: BaseException) -> None:
+def check_gone(kinesis: Any, stream_name: str, shard_id: str, exc: BaseException, stream_arn: str | None = None
+               ) -> None:
     """Raise ``ShardGone`` when ``exc`` is ResourceNotFound and ListShards confirms that the
     shard is not in the stream; a listing that fails raises its own error."""
     if error_code(exc) == NOT_FOUND and shard_id not in {
-            shard.shard_id for shard in list_shards(kinesis, stream_name)}:
+            shard.shard_id for shard in list_shards(kinesis, stream_name, stream_arn=stream_arn)}:
         raise ShardGone(f"shard {shard_id} is not in stream {stream_name} ({NOT_FOUND}, and ListShards "
                         "does not list it)") from exc
 
 
-def list_shards(kinesis: Any, stream_name: str, shard_filter: dict[str, Any] | None = None) -> list[Shard]:
-    """Every page of ListShards. An expired NextToken restarts the listing (bounded)."""
-    first: dict[str, Any] = {"StreamName": stream_name, "MaxResults": LIST_SHARDS_PAGE}
+def list_shards(kinesis: Any, stream_name: str, shard_filter: dict[str, Any] | None = None,
+                stream_arn: str | None = None) -> list[Shard]:
+    """Every page of ListShards (of the stream by ``stream_arn`` when given: it may be another
+    account's). An expired NextToken restarts the listing (bounded)."""
+    first: dict[str, Any] = {**({"StreamARN": stream_arn} if stream_arn else {"StreamName": stream_name}),
+                             "MaxResults": LIST_SHARDS_PAGE}
     if shard_filter:
         first["ShardFilter"] = dict(shard_filter)
     for _ in range(3):

@@ -49,6 +49,7 @@ class LeaseStream:
     identifier: str | None  # a multi-stream lease's serialized stream identifier (account:name:epoch)
     command: tuple[str, ...]  # its processor
     initial_position: InitialPosition
+    by_arn: bool = False  # read through its ARN (listed in streamArns: maybe another account's stream)
 
     @property
     def env(self) -> dict[str, str]:
@@ -82,7 +83,8 @@ def lease_stream(config: Config, key: str) -> LeaseStream:
     stream = next(s for s in config.streams if s.name == identifier.name)  # the table shows no other (not_a_lease)
     region = config.kinesis.region
     arn = stream.arn or (f"arn:aws:kinesis:{region}:{identifier.account}:stream/{stream.name}" if region else None)
-    return LeaseStream(shard_id, stream.name, arn, identifier.serialized, stream.command, stream.initial_position)
+    return LeaseStream(shard_id, stream.name, arn, identifier.serialized, stream.command, stream.initial_position,
+                       by_arn=stream.arn is not None)
 
 
 def open_stream(config: Config, client: Any) -> Stream:
@@ -104,5 +106,6 @@ def open_fetcher(config: Config, client: Any, stream: LeaseStream, start: Extend
                              log, pool=pool, consumer_arn=consumer_arn)
     keyless = config.stream_kind is StreamKind.DYNAMODB and config.dynamodb_streams.record_format == "ADAPTER_V1"
     encode = partial(make_batch, keyless=True) if keyless else make_batch
-    source = KinesisStream(client, stream.name, stream.arn) if config.streams else open_stream(config, client)
+    source = (KinesisStream(client, stream.name, stream.arn, by_arn=stream.by_arn) if config.streams
+              else open_stream(config, client))
     return Fetcher(source, shard_id, start, initial, config.retrieval, encode, log, pool=pool)

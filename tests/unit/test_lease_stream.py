@@ -42,3 +42,11 @@ def test_a_multi_stream_lease_reads_its_own_stream_with_its_own_processor(tmp_pa
                                   "streamArn": arn, "streamIdentifier": "210987654321:payments:1700000000000"}
     orders = lease_stream(config, "123456789012:orders:5:shardId-000000000000")
     assert (orders.command, orders.initial_position.kind) == (("python3", "app.py"), "LATEST")
+
+
+def test_a_stream_listed_by_arn_is_read_through_its_arn(tmp_path) -> None:
+    """It may be another account's: Kinesis then needs the ARN in every call."""
+    arn = "arn:aws:kinesis:us-east-1:210987654321:stream/payments"
+    (tmp_path / "a.properties").write_text(BASE + f"streamArns = {arn}\n")
+    stream = lease_stream(load_config(tmp_path / "a.properties"), "210987654321:payments:7:shardId-000000000003")
+    assert (stream.arn, stream.by_arn) == (arn, True)
