@@ -24,11 +24,12 @@ from kcl_mp.devtools.producer import produce
 from kcl_mp.embedded import ensure_stream
 from kcl_mp.leases.multi_stream import split_key
 
-from .harness import (
+from ..support.harness import (
     RECORDER,
     ROOT,
     Daemon,
     base_properties,
+    log_lines,
     recorded,
     records_only,
     stop_all,
@@ -96,8 +97,8 @@ def test_two_hosts_three_streams(mode: str, tmp_path: Path, kinesis, dynamodb, m
     got = records_only(entries)
     delivered = Counter(json.loads(e["data"])["id"] for e in got)
     assert set(delivered) == to_kclpy and delivered.most_common(1)[0][1] == 1, delivered.most_common(3)
-    counted = [re.search(rf"sample_processor.js {node}/shardId-000000000000: shutting down after (\d+) records", line)
-               for daemon in hosts.values() for line in daemon.output().splitlines()]
+    counted = [re.search(rf"sample_processor.js {node}/shardId-000000000000: shutting down after (\d+) records",
+                         entry["msg"]) for daemon in hosts.values() for _, entry in log_lines(daemon.output())]
     assert sum(int(found.group(1)) for found in counted if found) == PER_STREAM  # each child counts its own
     for pid in {e["_pid"] for e in entries}:  # each processor reads one stream, with that stream's command
         mine = [e for e in entries if e["_pid"] == pid]
@@ -117,8 +118,8 @@ def test_two_hosts_three_streams(mode: str, tmp_path: Path, kinesis, dynamodb, m
         assert (stream.account, stream.creation_epoch) == (arns[stream.name].split(":")[4], created_ms[stream.name])
         assert (item["streamName"], item["shardId"]) == ({"S": stream.serialized}, {"S": shard})
 
-    told = [json.loads(line) for daemon in hosts.values() for line in daemon.output().splitlines()
-            if "processor stderr: KCL_STREAM_IDENTIFIER=" in line]
+    told = [entry for daemon in hosts.values() for _, entry in log_lines(daemon.output())
+            if entry["msg"].startswith("processor stderr: KCL_STREAM_IDENTIFIER=")]
     assert told, "no processor printed its KCL_STREAM_IDENTIFIER"
     for line in told:  # the lease's key names the stream its processor was told
         assert line["msg"].rpartition("=")[2] == line["shard"].rpartition(":")[0], line
