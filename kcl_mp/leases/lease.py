@@ -24,7 +24,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kcl_mp.leases.multi_stream import SHARD_ID_ATTRIBUTE, STREAM_ID, StreamIdentifier, split_key
+from kcl_mp.leases.multi_stream import SHARD_ID_ATTRIBUTE, STREAM_ID, StreamIdentifier, shard_of, split_key
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber, is_valid_sequence_number
 
 # Attribute names, as the Java KCL's DynamoDBLeaseSerializer writes them.
@@ -279,7 +279,7 @@ class Lease:
             item[CHECKPOINT_OWNER] = {"S": self.checkpoint_owner}
         if self.stream is not None:  # DynamoDBMultiStreamLeaseSerializer's two attributes
             item[STREAM_ID] = {"S": self.stream.serialized}
-            item[SHARD_ID_ATTRIBUTE] = {"S": self.key.rpartition(":")[2]}
+            item[SHARD_ID_ATTRIBUTE] = {"S": shard_of(self.key)}
         return item
 
 

@@ -80,6 +80,15 @@ def split_key(key: str) -> tuple[StreamIdentifier, str] | None:
     return None if stream is None else (stream, shard_id)
 
 
+def shard_of(key: str) -> str:
+    """The shard id a lease key names: the key itself for one stream, after its stream for many.
+
+    >>> shard_of("1:orders:7:shardId-000000000001"), shard_of("shardId-000000000001")
+    ('shardId-000000000001', 'shardId-000000000001')
+    """
+    return key.rpartition(":")[2]
+
+
 @dataclass(frozen=True)
 class EpochChoice:
     """The epoch a stream's lease keys carry, where it came from, and a warning when the stream's

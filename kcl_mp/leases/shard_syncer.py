@@ -26,7 +26,7 @@ from kcl_mp.config import Config, InitialPosition
 from kcl_mp.errors import DependencyError
 from kcl_mp.leases import shard_sync
 from kcl_mp.leases.lease import Lease
-from kcl_mp.leases.multi_stream import StreamIdentifier
+from kcl_mp.leases.multi_stream import StreamIdentifier, shard_of
 from kcl_mp.leases.shard_sync import Shard
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
@@ -59,7 +59,7 @@ class ShardSyncer:
         """The leases of this syncer's stream, keyed by shard id as ``shard_sync`` plans them."""
         if self.identifier is None:
             return dict(leases)
-        local = (lease.with_(key=lease.key.rpartition(":")[2], stream=None)
+        local = (lease.with_(key=shard_of(lease.key), stream=None)
                  for lease in leases.values() if lease.stream == self.identifier)
         return {lease.key: lease for lease in local}
 
@@ -130,7 +130,7 @@ class ShardSyncer:
         self.poll_parents(sorted({self._key(p) for shard in shards for p in shard.parent_shard_ids
                                   if self._key(p) != key and self._key(p) not in self.view.last_seen}))
         leases = self._local(self.view.last_seen)
-        plan = shard_sync.plan_child_leases(shards, leases, ended=key.rpartition(":")[2])
+        plan = shard_sync.plan_child_leases(shards, leases, ended=shard_of(key))
         listed = {shard.shard_id for shard in shards}
         deferred = sorted(listed - {lease.key for lease in plan} - set(leases))
         if deferred:
