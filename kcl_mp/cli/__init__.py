@@ -175,9 +175,10 @@ def run(args: argparse.Namespace, path: str) -> int:
                 if arn != config.stream_arn:  # the emulator names its streams itself
                     log.info("reading table %s's stream on the emulator: %s", config.stream_name, arn)
                     config = load_config(path, overrides={**overrides, "streamArn": arn})
-            elif embedded.ensure_stream(aws_client("kinesis", config.kinesis), config.stream_name,
-                                        args.embedded_shards):
-                log.info("created stream %s with %d shards", config.stream_name, args.embedded_shards)
+            else:
+                for name in config.stream_names or (config.stream_name,):
+                    if embedded.ensure_stream(aws_client("kinesis", config.kinesis), name, args.embedded_shards):
+                        log.info("created stream %s with %d shards", name, args.embedded_shards)
         check_startable(config)
         logs.setup(args.log_level, args.log_format, config.worker_id)
         from kcl_mp.supervisor.loop import Supervisor
@@ -205,10 +206,14 @@ def check_startable(config: Config) -> None:
     from kcl_mp.errors import ProcessorStartError
     from kcl_mp.multilang.command import resolve_command
 
-    try:
-        resolve_command(config.processor.command, os.getcwd(), os.environ)
-    except ProcessorStartError as exc:
-        raise ConfigError(f"{config.source}: executableName: {exc}") from exc
+    commands = [("executableName", config.processor.command)]
+    commands += [(f"stream.{stream.name}.executableName", stream.command) for stream in config.streams
+                 if stream.command != config.processor.command]
+    for key, command in commands:
+        try:
+            resolve_command(command, os.getcwd(), os.environ)
+        except ProcessorStartError as exc:
+            raise ConfigError(f"{config.source}: {key}: {exc}") from exc
 
 
 if __name__ == "__main__":

@@ -159,9 +159,23 @@ def check_dynamodb_stream(config: Config, findings: list[Finding]) -> None:
 
 def check_kinesis(config: Config, findings: list[Finding]) -> None:
     kinesis = aws_client("kinesis", config.kinesis, limits=LIMITS)
-    endpoint = kinesis.meta.endpoint_url
+    if config.streams:  # a multi-stream application: each stream, read by polling
+        listed = "streamArns" if any(stream.arn for stream in config.streams) else "streamNames"
+        for each in config.streams:
+            check_kinesis_stream(kinesis, findings, f"{listed} ({each.name})",
+                                 {"StreamARN": each.arn} if each.arn else {"StreamName": each.name})
+        return
     key = "streamArn" if config.stream_arn else "streamName"
     stream = {"StreamARN": config.stream_arn} if config.stream_arn else {"StreamName": config.stream_name}
+    summary = check_kinesis_stream(kinesis, findings, key, stream)
+    if summary is not None and config.retrieval.mode == "FANOUT":
+        check_consumer(config, kinesis, findings, summary["StreamDescriptionSummary"]["StreamARN"])
+
+
+def check_kinesis_stream(kinesis: Any, findings: list[Finding], key: str, stream: dict[str, str]
+                         ) -> dict[str, Any] | None:
+    """One Kinesis stream: described, listed, readable; its summary (None if it cannot be described)."""
+    endpoint = kinesis.meta.endpoint_url
     summary = _aws(findings, key, "kinesis:DescribeStreamSummary", endpoint,
                    lambda s: f"stream {s['StreamDescriptionSummary']['StreamName']} is "
                              f"{s['StreamDescriptionSummary']['StreamStatus']}, "
@@ -170,27 +184,32 @@ def check_kinesis(config: Config, findings: list[Finding]) -> None:
                    fix_missing=f"create the stream, or correct {key} (region {kinesis.meta.region_name}, "
                                f"endpoint {endpoint})")
     if summary is None:
-        return  # the calls below would only repeat it
+        return None  # the calls below would only repeat it
     page = _aws(findings, key, "kinesis:ListShards", endpoint, lambda page: f"{len(page['Shards'])} shards listed",
                 lambda: kinesis.list_shards(**stream, MaxResults=100))
     if page and page["Shards"]:
         _aws(findings, key, "kinesis:GetShardIterator", endpoint, lambda _: "allowed (no record read)",
              lambda: kinesis.get_shard_iterator(**stream, ShardId=page["Shards"][0]["ShardId"],
                                                 ShardIteratorType="LATEST"))
-    if config.retrieval.mode == "FANOUT":
-        name = config.retrieval.consumer_name or config.application_name
-        consumer = ({"ConsumerARN": config.retrieval.consumer_arn} if config.retrieval.consumer_arn else
-                    {"StreamARN": summary["StreamDescriptionSummary"]["StreamARN"], "ConsumerName": name})
-        if _aws(findings, "consumerArn" if config.retrieval.consumer_arn else "consumerName",
-                    "kinesis:DescribeStreamConsumer", endpoint,
-                    lambda c: f"consumer {c['ConsumerDescription']['ConsumerName']} is "
-                              f"{c['ConsumerDescription']['ConsumerStatus']}",
-                    lambda: kinesis.describe_stream_consumer(**consumer),
-                    fix_missing="none yet: the daemon registers it at start (kinesis:RegisterStreamConsumer "
-                                "needed), or set consumerArn") is None and not config.retrieval.consumer_arn:
-            last = findings[-1]
-            if "ResourceNotFound" in last.detail:  # registered at start: a warning, not a failure
-                findings[-1] = Finding("warn", last.key, last.call, last.detail, last.fix)
+    return summary
+
+
+def check_consumer(config: Config, kinesis: Any, findings: list[Finding], stream_arn: str) -> None:
+    """Enhanced fan-out's consumer: the configured one, or the one the daemon registers at start."""
+    endpoint = kinesis.meta.endpoint_url
+    name = config.retrieval.consumer_name or config.application_name
+    consumer = ({"ConsumerARN": config.retrieval.consumer_arn} if config.retrieval.consumer_arn else
+                {"StreamARN": stream_arn, "ConsumerName": name})
+    if _aws(findings, "consumerArn" if config.retrieval.consumer_arn else "consumerName",
+                "kinesis:DescribeStreamConsumer", endpoint,
+                lambda c: f"consumer {c['ConsumerDescription']['ConsumerName']} is "
+                          f"{c['ConsumerDescription']['ConsumerStatus']}",
+                lambda: kinesis.describe_stream_consumer(**consumer),
+                fix_missing="none yet: the daemon registers it at start (kinesis:RegisterStreamConsumer "
+                            "needed), or set consumerArn") is None and not config.retrieval.consumer_arn:
+        last = findings[-1]
+        if "ResourceNotFound" in last.detail:  # registered at start: a warning, not a failure
+            findings[-1] = Finding("warn", last.key, last.call, last.detail, last.fix)
 
 
 def check_dynamodb(config: Config, findings: list[Finding]) -> None:

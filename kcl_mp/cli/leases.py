@@ -212,7 +212,7 @@ def main(argv: Sequence[str]) -> int:
     if args.watch is not None and args.watch <= 0:
         p.error("--watch: the interval must be more than 0 seconds")
     config = load_config(args.properties, overrides=_emulator(args))
-    table = LeaseTable(aws_client("dynamodb", config.dynamodb), config.lease.table_name)
+    table = LeaseTable(aws_client("dynamodb", config.dynamodb), config.lease.table_name, config.stream_names)
     if args.watch is not None:
         return watch(config, table, args.watch, args.count, args.json)
     failover_s = config.lease.failover_time_ms / 1000.0

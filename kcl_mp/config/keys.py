@@ -21,7 +21,12 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from kcl_mp.config.settings import CLIENT_VERSION_CONFIGS, DynamoDBRecordFormat, SkipRecordsBehavior
+from kcl_mp.config.settings import (
+    CLIENT_VERSION_CONFIGS,
+    DynamoDBRecordFormat,
+    FormerStreamsStrategy,
+    SkipRecordsBehavior,
+)
 from kcl_mp.config.values import (
     INT_MAX,
     LONG_MAX,
@@ -37,6 +42,8 @@ from kcl_mp.config.values import (
     integer,
     region,
     stream_arn,
+    stream_arn_list,
+    stream_name_list,
     tags,
     text,
     url,
@@ -79,6 +86,16 @@ KEYS: tuple[Key, ...] = (
     _k("streamName", text, None, "the stream (required unless streamArn)"),
     _k("streamArn", stream_arn, None, "the stream by ARN (Kinesis, or a DynamoDB table's stream); its name overrides "
        "streamName", "top.stream_arn"),
+    # many streams in one application (kcl-mp only; docs/configuration.md, "Many streams")
+    _k("streamArns", stream_arn_list, None, "the application's Kinesis streams by ARN, comma-separated, all in "
+       "the Kinesis client's region (instead of streamName/streamArn)"),
+    _k("streamNames", stream_name_list, None, "or by name, comma-separated, in the region of regionName or "
+       "kinesisClient.region"),
+    _k("formerStreamsLeasesDeletionStrategy", choices_of(FormerStreamsStrategy), "NO_STREAMS_LEASES_DELETION",
+       "the leases of a stream that left the list: kept, or deleted after the next key's wait",
+       "former_streams.strategy"),
+    _k("waitPeriodToDeleteFormerStreamsMillis", integer(0), 3600000,
+       "how long a stream must stay out of the list before its leases are deleted", "former_streams.wait_ms"),
     _k("tableName", text, None, "DynamoDB lease table (default: applicationName)"),
     _k("workerId", text, None, "this worker's lease owner id (default: a random UUID)", "", "workerIdentifier"),
     _ignored("processingLanguage", text, "the processor's language", "informational in Java too (a user-agent suffix)"),
@@ -266,6 +283,32 @@ KEYS: tuple[Key, ...] = (
        "as the 1.x StreamsMultiLangDaemon did (partitionKey and subSequenceNumber null)",
        "dynamodb_streams.record_format"),
 )
+
+# Per-stream overrides of a multi-stream application: ``stream.<name>.<suffix>``, <name> one of
+# streamArns' or streamNames' streams (a stream name may hold dots: the suffix is after the last).
+STREAM_PREFIX = "stream."
+STREAM_KEYS: tuple[Key, ...] = (
+    _k("initialPositionInStream", choice("LATEST", "TRIM_HORIZON"), None,
+       "where that stream's shards without a checkpoint start (default: initialPositionInStream)"),
+    _k("executableName", text, None, "that stream's processor command line (default: executableName)"),
+    _k("consumerArn", text, None, "that stream's registered enhanced fan-out consumer"),
+    _k("creationEpoch", integer(1), None, "that stream's creation epoch in its lease keys (default: the one its "
+       "leases carry, else its creation time in ms)"),
+)
+_STREAM_KEYS = {key.name: key for key in STREAM_KEYS}
+
+
+def stream_key(name: str) -> tuple[str, Key] | None:
+    """The stream and the per-stream key a ``stream.<name>.<suffix>`` name refers to, or None.
+
+    >>> stream, key = stream_key("stream.orders.v2.executableName")
+    >>> stream, key.name
+    ('orders.v2', 'executableName')
+    """
+    stream, _, suffix = name.removeprefix(STREAM_PREFIX).rpartition(".")
+    key = _STREAM_KEYS.get(suffix)
+    return (stream, key) if name.startswith(STREAM_PREFIX) and stream and key else None
+
 
 # Any of these set to a non-zero value makes retrievalMode DEFAULT mean polling (section 9).
 POLLING_KEYS = ("maxRecords", "idleTimeBetweenReadsInMillis", "millisBehindLatestThresholdForReducedTps",

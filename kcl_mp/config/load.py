@@ -25,6 +25,7 @@ from kcl_mp.config.settings import (
     Config,
     CredentialProvider,
     DynamoDBStreamsSettings,
+    FormerStreamsSettings,
     InitialPosition,
     Kcl3Settings,
     LeaseSettings,
@@ -33,6 +34,7 @@ from kcl_mp.config.settings import (
     RetrievalSettings,
     StreamKind,
 )
+from kcl_mp.config.stream_list import stream_list
 from kcl_mp.errors import ConfigError
 
 # AWS access key ids, and 40-character base64 runs (secret keys): never echoed.
@@ -106,7 +108,12 @@ def load_config(
               for e in sorted(final.values(), key=lambda e: e.line)]
     layers += [_Setting(k, v.strip(), "--set", True) for k, v in (overrides or {}).items()]
     settings: dict[str, _Setting] = {}  # declared key name -> effective setting
+    per_stream: dict[tuple[str, str], _Setting] = {}  # (stream, key suffix) -> its stream.<name>.<suffix>
     for s in layers:
+        stream_key = K.stream_key(s.name)
+        if stream_key is not None:
+            per_stream[stream_key[0], stream_key[1].name] = s
+            continue
         key = K.lookup(s.name)
         if key is None:
             if K.client_builder_key(s.name):
@@ -127,10 +134,7 @@ def load_config(
         key = K.lookup(name)
         assert key is not None
         log.debug("Processing (key=%s, value=%s)", s.name, _shown(s.name, s.raw))
-        try:
-            value = key.parse(s.raw)
-        except ValueError as exc:
-            raise ConfigError(f"{s.label} = {_shown(s.name, s.raw)!r}: {exc}") from None
+        value = _parse(key, s)
         if name in values.CREDENTIAL_KEYS:
             value, notes = value
             for note in notes:
@@ -148,11 +152,11 @@ def load_config(
             raise ConfigError(f"{source}: missing required key {name} (e.g. {example})")
         return parsed[name]
 
-    command = tuple(word for word in required("executableName", "executableName = python3 app.py").split(" ") if word)
+    command = values.command_words(required("executableName", "executableName = python3 app.py"))
     application = required("applicationName", "applicationName = my-app")
 
     sections: dict[str, dict[str, Any]] = {s: {} for s in ("top", "retrieval", "lease", "processor", "metrics", "kcl3",
-                                                                 "dynamodb_streams")}
+                                                                 "dynamodb_streams", "former_streams")}
     for key in K.KEYS:
         if key.field:
             section, attr = key.field.split(".")
@@ -160,6 +164,9 @@ def load_config(
 
     stream_name = parsed.get("streamName")
     arn = parsed.get("streamArn")
+    listed = parsed.get("streamNames") or tuple(a.rpartition("/")[2] for a in parsed.get("streamArns", ()))
+    if stream_name is None and arn is None:  # a multi-stream application: its names, for messages
+        stream_name = ", ".join(listed)
     arn_as_name = arn is None and stream_name is not None and values.is_dynamodb_stream_arn(stream_name)
     if arn_as_name:  # the 1.x StreamsMultiLangDaemon's files: the adapter took the stream's ARN as its name
         log.info("%s is a DynamoDB stream's ARN: read as streamArn", settings["streamName"].label)
@@ -170,7 +177,7 @@ def load_config(
         if stream_name is not None and stream_name != arn_name and not arn_as_name:
             warn(f"{settings['streamArn'].label} names stream {arn_name}; streamName = {stream_name} is not used")
         stream_name = arn_name
-    if stream_name is None:
+    if not stream_name:
         raise ConfigError(f"{source}: missing required key streamName (or streamArn), e.g. streamName = my-stream")
 
     if "clientVersionConfig" in settings:  # said at start-up: the mode, and where it came from
@@ -182,6 +189,11 @@ def load_config(
             raise ConfigError(f"{settings['retrievalMode'].label} = 'FANOUT': DynamoDB Streams have no enhanced "
                               "fan-out; use POLLING (or leave it DEFAULT)")
         mode = "POLLING"  # GetRecords is the only way to read a DynamoDB stream
+    if listed and mode != "POLLING":  # enhanced fan-out reads one stream (a consumer per stream: later)
+        if mode == "FANOUT":
+            raise ConfigError(f"{settings['retrievalMode'].label} = 'FANOUT': a multi-stream application reads by "
+                              "polling (enhanced fan-out of many streams is not supported yet); use POLLING")
+        mode = "POLLING"
     if mode == "DEFAULT":
         polling = [name for name in K.POLLING_KEYS if parsed.get(name)]
         mode = "POLLING" if polling else "FANOUT"
@@ -210,6 +222,17 @@ def load_config(
         where = settings.get("initialPositionInStreamExtended") or settings["initialPositionInStream"]
         raise ConfigError(f"{where.label}: DynamoDB Streams have no AT_TIMESTAMP position (streamArn names the "
                           f"stream of table {stream_name}); use LATEST or TRIM_HORIZON")
+    streams = stream_list(parsed, {name: s.label for name, s in settings.items()},
+                          _per_stream_values(per_stream), command, initial, source)
+    for stream in streams:
+        if stream.consumer_arn:
+            consumer = per_stream[stream.name, "consumerArn"]
+            ignored.append((consumer.name, "a multi-stream application reads by polling"))
+            warn(f"{consumer.label} is not used yet: a multi-stream application reads by polling")
+    if not streams:
+        for name in ("formerStreamsLeasesDeletionStrategy", "waitPeriodToDeleteFormerStreamsMillis"):
+            if name in settings:
+                warn(f"{settings[name].label} is used only by a multi-stream application (streamArns or streamNames)")
     return Config(
         source=source,
         application_name=application,
@@ -230,9 +253,29 @@ def load_config(
         kcl3=Kcl3Settings(**sections["kcl3"]),
         stream_kind=kind,
         dynamodb_streams=DynamoDBStreamsSettings(**sections["dynamodb_streams"]),
+        streams=streams,
+        former_streams=FormerStreamsSettings(**sections["former_streams"]),
         ignored=tuple(ignored),
         warnings=tuple(warnings),
     )
+
+
+def _per_stream_values(per_stream: Mapping[tuple[str, str], _Setting]) -> dict[str, dict[str, tuple[Any, str]]]:
+    """Each ``stream.<name>.<suffix>`` parsed, by stream and suffix, with where it was set."""
+    out: dict[str, dict[str, tuple[Any, str]]] = {}
+    for (stream, suffix), s in per_stream.items():
+        key = K.stream_key(s.name)
+        assert key is not None
+        out.setdefault(stream, {})[suffix] = (_parse(key[1], s), s.label)
+    return out
+
+
+def _parse(key: K.Key, s: _Setting) -> Any:
+    """``key``'s value of ``s``; a ConfigError naming key, value and where it was set."""
+    try:
+        return key.parse(s.raw)
+    except ValueError as exc:
+        raise ConfigError(f"{s.label} = {_shown(s.name, s.raw)!r}: {exc}") from None
 
 
 def _dynamodb_retrieval(retrieval: dict[str, Any], settings: Mapping[str, _Setting], warn: Any) -> None:

@@ -74,6 +74,41 @@ class InitialPosition:
     timestamp: float | None = None  # seconds since the epoch, for AT_TIMESTAMP
 
 
+# formerStreamsLeasesDeletionStrategy: Java's FormerStreamsLeasesDeletionStrategy.StreamsLeasesDeletionType
+# names (PROVIDED_STREAMS_DEFERRED_DELETION, which needs a list of its own, is not offered yet).
+FormerStreamsStrategy = Literal["NO_STREAMS_LEASES_DELETION", "FORMER_STREAMS_AUTO_DETECTION_DEFERRED_DELETION"]
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """One stream of a multi-stream application (``streamArns`` or ``streamNames``), with its
+    ``stream.<name>.*`` overrides applied and the application's settings where it has none."""
+
+    name: str
+    arn: str | None  # None when named by streamNames: its account is learnt at start (DescribeStreamSummary)
+    initial_position: InitialPosition
+    command: tuple[str, ...]  # stream.<name>.executableName, else executableName
+    consumer_arn: str | None = None  # stream.<name>.consumerArn: its enhanced fan-out consumer
+    creation_epoch: int | None = None  # stream.<name>.creationEpoch; None: the table's leases, else its creation time
+
+    @property
+    def account(self) -> str | None:
+        """The account of its ARN (None: not known before start-up).
+
+        >>> StreamSettings("a", "arn:aws:kinesis:us-east-1:123456789012:stream/a", InitialPosition(), ()).account
+        '123456789012'
+        """
+        return self.arn.split(":")[4] if self.arn else None
+
+
+@dataclass(frozen=True)
+class FormerStreamsSettings:
+    """What becomes of the leases of a stream that left the list (Java's FormerStreamsLeasesDeletionStrategy)."""
+
+    strategy: FormerStreamsStrategy = "NO_STREAMS_LEASES_DELETION"
+    wait_ms: int = 3600000  # waitPeriodToDeleteFormerStreamsMillis: the deferral before deleting them
+
+
 @dataclass(frozen=True)
 class RetrievalSettings:
     mode: str = "FANOUT"  # resolved: "POLLING" or "FANOUT" (CONFIG.md section 9)
@@ -194,7 +229,7 @@ class MetricsSettings:
 class Config:
     source: str  # the properties file's path, for messages
     application_name: str
-    stream_name: str
+    stream_name: str  # the stream; a multi-stream application's names, comma-separated, for messages
     stream_arn: str | None
     worker_id: str
     kinesis: ClientSettings
@@ -208,10 +243,18 @@ class Config:
     kcl3: Kcl3Settings = field(default_factory=Kcl3Settings)
     stream_kind: StreamKind = StreamKind.KINESIS
     dynamodb_streams: DynamoDBStreamsSettings = field(default_factory=DynamoDBStreamsSettings)
+    # A multi-stream application's streams (streamArns / streamNames), in the order listed; () for one stream.
+    streams: tuple[StreamSettings, ...] = ()
+    former_streams: FormerStreamsSettings = field(default_factory=FormerStreamsSettings)
     # Keys accepted for compatibility whose setting kcl-mp does not use, with why.
     ignored: tuple[tuple[str, str], ...] = field(default=())
     # Everything load_config warned about (unknown keys, duplicates, renamed values...).
     warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def stream_names(self) -> tuple[str, ...]:
+        """A multi-stream application's streams by name (the lease table shows their leases alone); ()."""
+        return tuple(stream.name for stream in self.streams)
 
     @property
     def assignment_interval_s(self) -> float:

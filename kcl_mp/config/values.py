@@ -83,6 +83,11 @@ def text(value: str) -> str:
     return value
 
 
+def command_words(value: str) -> tuple[str, ...]:
+    """An ``executableName``: split on runs of spaces, as Java's daemon splits it (CONFIG.md section 4)."""
+    return tuple(word for word in value.split(" ") if word)
+
+
 def url(value: str) -> str:
     if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", value):
         raise ValueError("expected a URL with its scheme, like http://localhost:4566")
@@ -134,6 +139,39 @@ def stream_of(arn: str) -> tuple[StreamKind, str]:
     dynamodb = _DYNAMODB_STREAM_ARN.fullmatch(arn)
     assert dynamodb, arn
     return StreamKind.DYNAMODB, dynamodb.group(1)
+
+
+def stream_arn_list(value: str) -> tuple[str, ...]:
+    """``streamArns``: Kinesis streams' ARNs, comma-separated (a DynamoDB stream's is refused: its
+    multi-stream identifier is the adapter's, not supported yet).
+
+    >>> stream_arn_list("arn:aws:kinesis:us-east-1:123456789012:stream/a, arn:aws:kinesis:us-east-1:1:stream/b")
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: 'arn:aws:kinesis:us-east-1:1:stream/b': expected arn:aws:kinesis:<region>:<12-digit account>:...
+    """
+    arns = name_list(value)
+    for arn in arns:
+        if not _STREAM_ARN.fullmatch(arn):
+            if _DYNAMODB_STREAM_ARN.fullmatch(arn):
+                raise ValueError(f"{arn!r} is a DynamoDB stream's: a multi-stream application reads Kinesis "
+                                 "streams only (for now)")
+            raise ValueError(f"{arn!r}: expected arn:aws:kinesis:<region>:<12-digit account>:stream/<name>")
+    return arns
+
+
+def arn_region(arn: str) -> str:
+    """The region of a valid ARN: ``arn:aws:kinesis:REGION:...``."""
+    return arn.split(":")[3]
+
+
+def stream_name_list(value: str) -> tuple[str, ...]:
+    """``streamNames``: Kinesis stream names, comma-separated."""
+    names = name_list(value)
+    for name in names:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", name):
+            raise ValueError(f"{name!r} is not a stream name (1-128 of A-Z a-z 0-9 _ . -)")
+    return names
 
 
 def name_list(value: str) -> tuple[str, ...]:

@@ -65,7 +65,7 @@ class OwnerIndexDiscovery:
             if lease.is_shard_end:
                 self.finished.add(key)
                 continue
-            for parent in lease.parent_shard_ids:
+            for parent in lease.parent_keys:
                 if parent not in seen and (current := self.table.get(parent)) is not None:
                     seen[parent] = current
             found.append(lease)

@@ -20,10 +20,11 @@ decides, before anything is read as one, and checks every value ``from_item`` re
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kcl_mp.leases.multi_stream import SHARD_ID_ATTRIBUTE, STREAM_ID, StreamIdentifier, shard_of, split_key
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber, is_valid_sequence_number
 
 # Attribute names, as the Java KCL's DynamoDBLeaseSerializer writes them.
@@ -62,7 +63,8 @@ _MODELLED = frozenset(_TYPES)
 # A lease's key is its shard's id: Kinesis names every shard "shardId-" and 12 digits, DynamoDB
 # Streams "shardId-", 20 digits, "-" and 8 hex digits (shardId-00000001414562045508-2bac9cd2).
 # Java's multi-stream keys ("<account>:<stream>:<epoch>:shardId-...") belong to a multi-stream
-# application, which kcl-mp is not; any other key names no shard of any stream.
+# application (``not_a_lease``'s ``streams``), a bare shard id to a single-stream one; any other key names no
+# shard of any stream.
 SHARD_ID = re.compile(r"shardId-(?:[0-9]{12}|[0-9]{20}-[0-9a-f]{8})")
 _WHOLE = {LEASE_COUNTER: 2**63 - 1, OWNER_SWITCHES: 2**63 - 1, CHECKPOINT_SUB: 2**63 - 1,
           PENDING_CHECKPOINT_SUB: 2**63 - 1, STARTING_HASH_KEY: 2**128 - 1, ENDING_HASH_KEY: 2**128 - 1}
@@ -78,8 +80,15 @@ def _not_whole(value: str, limit: int) -> bool:
     return not (value.isascii() and value.isdigit() and len(value) <= len(str(limit)) and int(value) <= limit)
 
 
-def not_a_lease(item: Mapping[str, Mapping[str, Any]]) -> str | None:
+def not_a_lease(item: Mapping[str, Mapping[str, Any]], streams: Collection[str] = ()) -> str | None:
     """Why the lease table's ``item`` is not a lease, or None when it is one.
+
+    ``streams``: the names of a multi-stream application's streams. Its leases are the Java
+    multi-stream serializer's (``leases.multi_stream``): ``account:stream:epoch:shardId`` keys
+    with ``streamName`` and ``shardId`` saying the same, of one of these streams (the leases of
+    other streams sharing the table are left alone: kcl-mp adopts no stream it was not given,
+    where Java does, KCL#1112); a bare shard id's lease is another mode's. Without them (one
+    stream), a multi-stream key is not a shard id.
 
     A lease is an item whose ``entityType`` is absent or the string LEASE (Java's own rule),
     with a non-empty ``leaseKey`` string, a whole-number ``leaseCounter``, and every other
@@ -123,8 +132,43 @@ def not_a_lease(item: Mapping[str, Mapping[str, Any]]) -> str | None:
         if not is_valid_sequence_number(text) or len(text) > _SEQUENCE_DIGITS:
             return f"{name} {quoted(text)} is not a sequence number"
     key = item[LEASE_KEY]["S"]
+    if streams:
+        return _not_a_multi_stream_lease(item, key, streams)
     if not SHARD_ID.fullmatch(key):
         return f"leaseKey {quoted(key, KEY_SHOWN)} is not a shard id (shardId- and 12 digits)"
+    return None
+
+
+def _not_a_multi_stream_lease(item: Mapping[str, Mapping[str, Any]], key: str, streams: Collection[str]
+                              ) -> str | None:
+    """``not_a_lease``'s key rule for a multi-stream application.
+
+    >>> item = {"streamName": {"S": "1:a:7"}, "shardId": {"S": "shardId-000000000000"}}
+    >>> _not_a_multi_stream_lease(item, "1:a:7:shardId-000000000000", {"a"})
+    >>> _not_a_multi_stream_lease(item, "1:a:7:shardId-000000000000", {"b", "c"})
+    "a lease of stream 'a', which this application does not read"
+    >>> _not_a_multi_stream_lease(item, "shardId-000000000000", {"a"})
+    "leaseKey 'shardId-000000000000' is a single-stream lease's (this application reads many streams)"
+    >>> _not_a_multi_stream_lease(item, "1:b:7:shardId-000000000000", {"b"})
+    "streamName '1:a:7' is not the stream of leaseKey '1:b:7:shardId-000000000000'"
+    >>> _not_a_multi_stream_lease({}, "1:a:7:shardId-000000000000", {"a"})
+    "no streamName (Java's multi-stream serializer writes it)"
+    """
+    split = split_key(key)
+    if split is None or not SHARD_ID.fullmatch(split[1]):
+        if SHARD_ID.fullmatch(key):
+            return f"leaseKey {quoted(key, KEY_SHOWN)} is a single-stream lease's (this application reads many streams)"
+        return f"leaseKey {quoted(key, KEY_SHOWN)} is not a multi-stream lease key (account:stream:epoch:shardId-...)"
+    for name, expected in ((STREAM_ID, split[0].serialized), (SHARD_ID_ATTRIBUTE, split[1])):
+        value = item.get(name)
+        if value is None:
+            return f"no {name} (Java's multi-stream serializer writes it)"
+        if dict(value) != {"S": expected}:
+            shown = quoted(str(value.get("S", value)), KEY_SHOWN)
+            return f"{name} {shown} is not the {'stream' if name == STREAM_ID else 'shard'} of leaseKey " \
+                   f"{quoted(key, KEY_SHOWN)}"
+    if split[0].name not in streams:
+        return f"a lease of stream {quoted(split[0].name, KEY_SHOWN)}, which this application does not read"
     return None
 
 
@@ -145,6 +189,8 @@ class Lease:
     child_shard_ids: tuple[str, ...] = ()
     hash_range: tuple[int, int] | None = None
     checkpoint_owner: str | None = None
+    # A multi-stream application's lease: its stream (key "<stream>:<shard id>", Java's two extra attributes).
+    stream: StreamIdentifier | None = None
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -156,6 +202,18 @@ class Lease:
         """Who processes the shard: during a KCL 3.x handoff the old owner (checkpointOwner)
         until it has checkpointed, then the new one (leaseOwner)."""
         return self.checkpoint_owner or self.owner
+
+    @property
+    def parent_keys(self) -> tuple[str, ...]:
+        """Its parents' lease keys: their shard ids, within its stream for a multi-stream lease.
+
+        >>> Lease("1:a:7:shardId-000000000002", parent_shard_ids=("shardId-000000000000",),
+        ...       stream=StreamIdentifier("1", "a", 7)).parent_keys
+        ('1:a:7:shardId-000000000000',)
+        """
+        if self.stream is None:
+            return self.parent_shard_ids
+        return tuple(self.stream.lease_key(parent) for parent in self.parent_shard_ids)
 
     def with_(self, **changes: Any) -> Lease:
         return replace(self, **changes)
@@ -176,6 +234,8 @@ class Lease:
         pending = None
         if s(PENDING_CHECKPOINT):
             pending = ExtendedSequenceNumber(s(PENDING_CHECKPOINT) or "", n(PENDING_CHECKPOINT_SUB) or 0)
+        split = split_key(s(LEASE_KEY) or "")
+        modelled = _MODELLED | {STREAM_ID, SHARD_ID_ATTRIBUTE} if split else _MODELLED
         hash_range = None
         if s(STARTING_HASH_KEY) and s(ENDING_HASH_KEY):
             hash_range = (int(s(STARTING_HASH_KEY) or 0), int(s(ENDING_HASH_KEY) or 0))
@@ -190,7 +250,8 @@ class Lease:
             child_shard_ids=tuple(sorted(item.get(CHILD_SHARD_IDS, {}).get("SS", ()))),
             hash_range=hash_range,
             checkpoint_owner=s(CHECKPOINT_OWNER),
-            extra={k: v for k, v in item.items() if k not in _MODELLED},
+            stream=split[0] if split else None,
+            extra={k: v for k, v in item.items() if k not in modelled},
         )
 
     def to_item(self) -> dict[str, dict[str, Any]]:
@@ -216,6 +277,9 @@ class Lease:
             item[ENDING_HASH_KEY] = {"S": str(self.hash_range[1])}
         if self.checkpoint_owner is not None:
             item[CHECKPOINT_OWNER] = {"S": self.checkpoint_owner}
+        if self.stream is not None:  # DynamoDBMultiStreamLeaseSerializer's two attributes
+            item[STREAM_ID] = {"S": self.stream.serialized}
+            item[SHARD_ID_ATTRIBUTE] = {"S": shard_of(self.key)}
         return item
 
 

@@ -79,7 +79,7 @@ def client_limits(lease: LeaseSettings) -> ClientLimits:
 def renewal_table(config: Config) -> LeaseTable:
     """The lease table, reached through a client for renewals (``client_limits``)."""
     return LeaseTable(client("dynamodb", config.dynamodb, limits=client_limits(config.lease)),
-                      config.lease.table_name)
+                      config.lease.table_name, config.stream_names)
 
 
 def retry_until(renewed_at: float, round_started: float, lease: LeaseSettings) -> float:

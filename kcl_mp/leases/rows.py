@@ -23,7 +23,7 @@ and raises ``RowError`` (a ValueError) naming the attribute, never KeyError or T
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -189,12 +189,13 @@ is not a shard id) and 5 more"
            f"not {'leases' if len(others) != 1 else 'a lease'}: {first}{more}"
 
 
-def read_items(items: Iterable[Item]) -> TableScan:
-    """Split scanned items into leases and other rows, in the order scanned."""
+def read_items(items: Iterable[Item], streams: Collection[str] = ()) -> TableScan:
+    """Split scanned items into leases and other rows, in the order scanned (``streams``: a
+    multi-stream application's, ``lease.not_a_lease``)."""
     leases: list[Lease] = []
     others: list[OtherRow] = []
     for item in items:
-        why = not_a_lease(item)
+        why = not_a_lease(item, streams)
         if why is None:
             leases.append(Lease.from_item(item))
         else:

@@ -209,8 +209,9 @@ def _child_leases(children: Iterable[Shard], leases: Mapping[str, Lease], gone: 
 
 
 def unfinished_parents(lease: Lease, leases: Mapping[str, Lease]) -> list[str]:
-    """The parents ``lease`` still waits for: those whose lease exists and is not at SHARD_END."""
-    return [p for p in lease.parent_shard_ids if p in leases and not leases[p].is_shard_end]
+    """The parents ``lease`` still waits for: those whose lease exists and is not at SHARD_END
+    (their lease keys: ``Lease.parent_keys``)."""
+    return [p for p in lease.parent_keys if p in leases and not leases[p].is_shard_end]
 
 
 def plan_cleanup(leases: Mapping[str, Lease], shards: Iterable[Shard] | None = None) -> list[str]:

@@ -10,6 +10,10 @@ are conditional, so two hosts acting at once is harmless. docs/resharding.md say
 ``TableView`` (the last scan, kept current with this host's own writes) and keeps its own
 audit state; ``shard_sync`` decides, the stream (``retrieval.stream``: Kinesis or DynamoDB
 Streams) lists, this module writes.
+
+A multi-stream application has a syncer per stream (``stream_syncers``), each given its
+stream's identifier: it sees only that stream's leases, keyed by shard id as ``shard_sync``
+plans them (``_local``), and writes the leases it plans under the stream's keys (``_keyed``).
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ from kcl_mp.config import Config, InitialPosition
 from kcl_mp.errors import DependencyError
 from kcl_mp.leases import shard_sync
 from kcl_mp.leases.lease import Lease
+from kcl_mp.leases.multi_stream import StreamIdentifier, shard_of
 from kcl_mp.leases.shard_sync import Shard
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
+from kcl_mp.retrieval.stream import Stream
 from kcl_mp.retrieval.streams import open_stream
 
 
@@ -38,29 +44,51 @@ class TableView:
 
 
 class ShardSyncer:
-    def __init__(self, config: Config, table: LeaseTable, client: Any, log: ShardLog, view: TableView):
-        """``client``: the stream's (``retrieval.streams.stream_client``)."""
+    def __init__(self, config: Config, table: LeaseTable, client: Any, log: ShardLog, view: TableView, *,
+                 stream: Stream | None = None, identifier: StreamIdentifier | None = None,
+                 initial: InitialPosition | None = None):
+        """``client``: the stream's (``retrieval.streams.stream_client``). One stream of a multi-stream
+        application: its ``stream``, ``identifier`` and initial position (else the configured stream)."""
         self.config, self.table, self.log, self.view = config, table, log, view
-        self.stream = open_stream(config, client)
+        self.stream = stream or open_stream(config, client)
+        self.identifier = identifier
+        self.initial = initial or config.initial_position
         self.gap_seen = False  # the last audit found leases that leave a gap
+
+    def _local(self, leases: Mapping[str, Lease]) -> dict[str, Lease]:
+        """The leases of this syncer's stream, keyed by shard id as ``shard_sync`` plans them."""
+        if self.identifier is None:
+            return dict(leases)
+        local = (lease.with_(key=shard_of(lease.key), stream=None)
+                 for lease in leases.values() if lease.stream == self.identifier)
+        return {lease.key: lease for lease in local}
+
+    def _key(self, shard_id: str) -> str:
+        return shard_id if self.identifier is None else self.identifier.lease_key(shard_id)
+
+    def _keyed(self, leases: Iterable[Lease]) -> list[Lease]:
+        """Planned leases under this stream's keys."""
+        return [lease if self.identifier is None else lease.with_(key=self._key(lease.key), stream=self.identifier)
+                for lease in leases]
 
     def sync_shards(self, leases: Mapping[str, Lease], why: str) -> bool:
         """ListShards, create the leases the hierarchy rules ask for, delete finished ones.
 
         False if the listing failed (the caller retries after listShardsBackoffTimeInMillis).
         """
-        initial = self.config.initial_position
+        initial = self.initial
+        local = self._local(leases)
         try:
-            if leases or not self.stream.filters_at_position:
+            if local or not self.stream.filters_at_position:
                 shards = self.list_shards()
-                plan = shard_sync.plan_new_leases(shards, leases, initial)
+                plan = shard_sync.plan_new_leases(shards, local, initial)
             else:
                 shards = self.list_shards(initial)
                 plan = shard_sync.plan_initial_leases(shards, initial)
         except DependencyError as exc:
             self.log.warning("shard sync (%s) failed: %s", why, exc)
             return False
-        created = self._create(plan.create)
+        created = self._create(self._keyed(plan.create))
         self.log.info("shard sync (%s): %d shards listed, %d leases created%s", why, len(shards), created,
                       f" ({len(plan.create) - created} created by another host meanwhile)" if created < len(plan.create)
                       else "")
@@ -68,7 +96,7 @@ class ShardSyncer:
             log = self.log.debug if self.config.lease.ignore_unexpected_child_shards else self.log.warning
             log("shards %s are listed while a parent is still open (a reshard in progress): no lease for them yet",
                 ", ".join(plan.inconsistent))
-        if leases:
+        if local:
             self.clean_up(leases, shards)
         return True
 
@@ -77,12 +105,13 @@ class ShardSyncer:
         two audits running (a scan can catch a shard end between its SHARD_END checkpoint
         and its children's creation; Java's auditor also waits for a confirmation)."""
         self.clean_up(self.view.last_seen, None)
-        reason = shard_sync.audit(self.view.last_seen, self.stream.max_hash_key)
+        leases = self._local(self.view.last_seen)
+        reason = shard_sync.audit(leases, self.stream.max_hash_key)
         seen_before, self.gap_seen = self.gap_seen, reason is not None
         if reason is None:
             self.log.debug("shard sync not needed: the leases cover the key space")
             return True
-        if not seen_before and self.view.last_seen:
+        if not seen_before and leases:
             self.log.info("the lease table has a gap (%s); syncing shards if the next audit still finds one", reason)
             return True
         return self.sync_shards(self.view.last_seen, reason)
@@ -98,15 +127,16 @@ class ShardSyncer:
         except DependencyError as exc:
             self.log.warning("recording the children of %s failed: %s", key, exc)
         # A merge's other parent: a 3.x follower's view holds only its own leases, so read it.
-        self.poll_parents(sorted({p for shard in shards for p in shard.parent_shard_ids
-                                  if p != key and p not in self.view.last_seen}))
-        plan = shard_sync.plan_child_leases(shards, self.view.last_seen, ended=key)
+        self.poll_parents(sorted({self._key(p) for shard in shards for p in shard.parent_shard_ids
+                                  if self._key(p) != key and self._key(p) not in self.view.last_seen}))
+        leases = self._local(self.view.last_seen)
+        plan = shard_sync.plan_child_leases(shards, leases, ended=shard_of(key))
         listed = {shard.shard_id for shard in shards}
-        deferred = sorted(listed - {lease.key for lease in plan} - set(self.view.last_seen))
+        deferred = sorted(listed - {lease.key for lease in plan} - set(leases))
         if deferred:
             self.log.info("children %s of %s wait for the shard sync (another parent has no lease yet)",
                           ", ".join(deferred), key)
-        self._create(plan)
+        self._create(self._keyed(plan))
         return True
 
     def poll_parents(self, keys: Iterable[str]) -> None:
@@ -128,8 +158,9 @@ class ShardSyncer:
         A live owner cleans up its own; anyone cleans up after a dead or unknown one."""
         if not self.config.lease.cleanup_leases_upon_shard_completion:
             return
-        for key in shard_sync.plan_cleanup(leases, shards):
-            owner = leases[key].owner
+        leases = self._local(leases)
+        for shard_id in shard_sync.plan_cleanup(leases, shards):
+            owner, key = leases[shard_id].owner, self._key(shard_id)
             if owner and owner != self.config.worker_id and owner in self.view.live_workers:
                 continue
             try:

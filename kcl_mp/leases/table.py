@@ -64,7 +64,7 @@ its Java name from ``multilang.wire``); every other failure is translated to
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from functools import partial
 from typing import Any
 
@@ -108,9 +108,12 @@ _OPEN = "(attribute_not_exists(#cp) OR #cp <> :end)"
 class LeaseTable:
     """One application's lease table, reached through a boto3 DynamoDB client."""
 
-    def __init__(self, client: Any, table_name: str):
+    def __init__(self, client: Any, table_name: str, streams: Collection[str] = ()):
+        """``streams``: a multi-stream application's stream names; its leases have Java's
+        multi-stream keys, and a row of another stream or mode is not one (``lease.not_a_lease``)."""
         self.client = client
         self.name = table_name
+        self.streams = frozenset(streams)
         self.others: tuple[OtherRow, ...] = ()
 
     # -- the table itself ------------------------------------------------------------
@@ -156,7 +159,7 @@ class LeaseTable:
     def scan(self) -> TableScan:
         """Every row: the leases, and apart from them the rows that are not leases (the last
         scan's are kept in ``others``: the supervisor counts and reports them)."""
-        found = read_items(self._items())
+        found = read_items(self._items(), self.streams)
         self.others = found.others
         return found
 
@@ -175,7 +178,7 @@ class LeaseTable:
     def get(self, key: str) -> Lease | None:
         item = call(f"reading lease {key}", partial(
             self.client.get_item, TableName=self.name, Key={LEASE_KEY: {"S": key}}, ConsistentRead=True)).get("Item")
-        return None if item is None or not_a_lease(item) else Lease.from_item(item)
+        return None if item is None or not_a_lease(item, self.streams) else Lease.from_item(item)
 
     # -- ownership writes (the supervisor's) ------------------------------------------
 
@@ -360,4 +363,4 @@ class LeaseTable:
         # Written, but the row now holds a value no lease may (someone edited it meanwhile): it is
         # no lease of ours any more, as the next scan will show it apart.
         item = response["Attributes"]
-        return None if not_a_lease(item) else Lease.from_item(item)
+        return None if not_a_lease(item, self.streams) else Lease.from_item(item)

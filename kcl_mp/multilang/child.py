@@ -84,14 +84,15 @@ class ProcessorChild:
     def __init__(self, command: tuple[str, ...], shard_id: str, checkpointer: Checkpointer,
                  timeout_s: float | None, log: logging.LoggerAdapter | logging.Logger,
                  stderr_lines_per_10s: int = LINES_PER_WINDOW, stderr_bytes_per_10s: int = BYTES_PER_WINDOW,
-                 stderr_level: int = logging.WARNING, env: Mapping[str, str] | None = None):
+                 stderr_level: int = logging.WARNING, env: Mapping[str, str] | None = None,
+                 stream: Mapping[str, str] | None = None):
         self.command = tuple(command)
         self.env = dict(env or {})  # added to kcl-mp's environment (e.g. KCL_STREAM_NAME)
         self.shard_id = shard_id
         self.checkpointer = checkpointer
         self.timeout_s = timeout_s
         self.log = log
-        self._conv = Conversation(shard_id)
+        self._conv = Conversation(shard_id, stream)  # stream: the keys a multi-stream initialize adds
         self._proc: subprocess.Popen[bytes] | None = None
         self.started: int | None = None  # the child's start time (clock ticks since boot)
         self._stdin_fd = -1

@@ -28,6 +28,7 @@ same value again succeeds without a write.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kcl_mp.errors import ProtocolError
@@ -129,8 +130,10 @@ class Conversation:
     child may checkpoint (its last delivered record, or SHARD_END at shard end).
     """
 
-    def __init__(self, shard_id: str):
+    def __init__(self, shard_id: str, stream: Mapping[str, str] | None = None):
+        """``stream``: the keys a multi-stream lease's ``initialize`` adds (``LeaseStream.initialize_keys``)."""
         self.shard_id = shard_id
+        self.stream = stream
         self.state = ChildState.NEW
         self.last_checkpoint: ExtendedSequenceNumber | None = None
         self.largest: ExtendedSequenceNumber | None = None
@@ -154,7 +157,7 @@ class Conversation:
     def initialize(self, checkpoint: ExtendedSequenceNumber | None) -> bytes:
         self._send(INITIALIZE)
         self.last_checkpoint = self.largest = checkpoint
-        return encode_initialize(self.shard_id, checkpoint)
+        return encode_initialize(self.shard_id, checkpoint, self.stream)
 
     def process_records(self, batch: Batch) -> bytes:
         self._send(PROCESS_RECORDS)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -110,11 +111,19 @@ def encode(message: dict[str, Any]) -> bytes:
     return _java_case(line)
 
 
-def encode_initialize(shard_id: str, checkpoint: ExtendedSequenceNumber | None) -> bytes:
-    """``{"action":"initialize","shardId":...,"sequenceNumber":...,"subSequenceNumber":...}``"""
+def encode_initialize(shard_id: str, checkpoint: ExtendedSequenceNumber | None,
+                      stream: Mapping[str, str] | None = None) -> bytes:
+    """``{"action":"initialize","shardId":...,"sequenceNumber":...,"subSequenceNumber":...}``, then
+    a multi-stream lease's ``stream`` keys (``streamName``, ``streamArn``, ``streamIdentifier``:
+    kcl-mp's, PROTOCOL.md section 3.1).
+
+    >>> encode_initialize("shardId-000000000001", None, {"streamName": "b", "streamIdentifier": "1:b:7"})[103:]
+    b'"streamName":"b","streamIdentifier":"1:b:7"}\\n'
+    """
     seq = None if checkpoint is None else checkpoint.sequence_number
     sub = None if checkpoint is None else checkpoint.sub_sequence_number
-    return encode({"action": INITIALIZE, "shardId": shard_id, "sequenceNumber": seq, "subSequenceNumber": sub})
+    return encode({"action": INITIALIZE, "shardId": shard_id, "sequenceNumber": seq, "subSequenceNumber": sub,
+                   **(stream or {})})
 
 
 def encode_checkpoint_reply(sequence_number: str | None, sub_sequence_number: int | None, error: str | None) -> bytes:

@@ -24,6 +24,12 @@ LIST_SHARDS_PAGE = 1000  # ListShards' own default page size, stated
 def describe(kinesis: Any, stream_name: str, stream_arn: str | None) -> str:
     """The stream's ARN. At start-up, before anything is written: Kinesis answers and the
     stream exists (a misspelt streamName must not leave a lease table behind)."""
+    return describe_summary(kinesis, stream_name, stream_arn)[0]
+
+
+def describe_summary(kinesis: Any, stream_name: str, stream_arn: str | None) -> tuple[str, int]:
+    """``describe``'s ARN, and the stream's creation time in ms since 1970 (a multi-stream
+    application's epoch when nothing else gives one: ``leases.multi_stream.choose_epoch``)."""
     arn, name = stream_arn, stream_name
     summary = call(f"describing stream {arn or name}", partial(
         kinesis.describe_stream_summary, **({"StreamARN": arn} if arn else {"StreamName": name})),
@@ -31,21 +37,26 @@ def describe(kinesis: Any, stream_name: str, stream_arn: str | None) -> str:
     if summary is None:
         key = f"streamArn {arn}" if arn else f"streamName {name}"
         raise ConfigError(f"{key}: no such stream at {kinesis.meta.endpoint_url}")
-    return str(summary["StreamDescriptionSummary"]["StreamARN"])
+    described = summary["StreamDescriptionSummary"]
+    return str(described["StreamARN"]), int(described["StreamCreationTimestamp"].timestamp() * 1000)
 
 
-def check_gone(kinesis: Any, stream_name: str, shard_id: str, exc: BaseException) -> None:
+def check_gone(kinesis: Any, stream_name: str, shard_id: str, exc: BaseException, stream_arn: str | None = None
+               ) -> None:
     """Raise ``ShardGone`` when ``exc`` is ResourceNotFound and ListShards confirms that the
     shard is not in the stream; a listing that fails raises its own error."""
     if error_code(exc) == NOT_FOUND and shard_id not in {
-            shard.shard_id for shard in list_shards(kinesis, stream_name)}:
+            shard.shard_id for shard in list_shards(kinesis, stream_name, stream_arn=stream_arn)}:
         raise ShardGone(f"shard {shard_id} is not in stream {stream_name} ({NOT_FOUND}, and ListShards "
                         "does not list it)") from exc
 
 
-def list_shards(kinesis: Any, stream_name: str, shard_filter: dict[str, Any] | None = None) -> list[Shard]:
-    """Every page of ListShards. An expired NextToken restarts the listing (bounded)."""
-    first: dict[str, Any] = {"StreamName": stream_name, "MaxResults": LIST_SHARDS_PAGE}
+def list_shards(kinesis: Any, stream_name: str, shard_filter: dict[str, Any] | None = None,
+                stream_arn: str | None = None) -> list[Shard]:
+    """Every page of ListShards (of the stream by ``stream_arn`` when given: it may be another
+    account's). An expired NextToken restarts the listing (bounded)."""
+    first: dict[str, Any] = {**({"StreamARN": stream_arn} if stream_arn else {"StreamName": stream_name}),
+                             "MaxResults": LIST_SHARDS_PAGE}
     if shard_filter:
         first["ShardFilter"] = dict(shard_filter)
     for _ in range(3):

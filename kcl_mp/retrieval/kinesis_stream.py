@@ -31,8 +31,12 @@ class KinesisStream:
     filters_at_position = True
     empty_read_wait = 1
 
-    def __init__(self, kinesis: Any, stream_name: str, stream_arn: str | None = None):
+    def __init__(self, kinesis: Any, stream_name: str, stream_arn: str | None = None, *, by_arn: bool = False):
+        """``by_arn``: every call names the stream by ``stream_arn`` (a multi-stream application's
+        stream of streamArns, which may be another account's: Kinesis then needs the ARN)."""
         self.kinesis, self.stream_name, self.stream_arn = kinesis, stream_name, stream_arn
+        self.address_arn = stream_arn if by_arn else None
+        self._address = {"StreamARN": stream_arn} if self.address_arn else {"StreamName": stream_name}
 
     @property
     def name(self) -> str:
@@ -43,11 +47,10 @@ class KinesisStream:
 
     def list_shards(self, at: InitialPosition | None = None) -> list[Shard]:
         shard_filter = kinesis_shards.shard_filter(at) if at else None
-        return kinesis_shards.list_shards(self.kinesis, self.stream_name, shard_filter)
+        return kinesis_shards.list_shards(self.kinesis, self.stream_name, shard_filter, self.address_arn)
 
     def shard_iterator(self, shard_id: str, position: Position) -> str:
-        kwargs: dict[str, Any] = {"StreamName": self.stream_name, "ShardId": shard_id,
-                                  "ShardIteratorType": position.kind}
+        kwargs: dict[str, Any] = {**self._address, "ShardId": shard_id, "ShardIteratorType": position.kind}
         if position.sequence_number is not None:
             kwargs["StartingSequenceNumber"] = position.sequence_number
         if position.timestamp is not None:
@@ -56,12 +59,13 @@ class KinesisStream:
             return str(self.kinesis.get_shard_iterator(**kwargs)["ShardIterator"])
         except AWS_ERRORS as exc:
             error = translate(exc, f"GetShardIterator on {shard_id}")
-            kinesis_shards.check_gone(self.kinesis, self.stream_name, shard_id, exc)
+            kinesis_shards.check_gone(self.kinesis, self.stream_name, shard_id, exc, self.address_arn)
             raise error from exc
 
     def get_records(self, shard_id: str, iterator: str, limit: int) -> Page:
         try:
-            response = self.kinesis.get_records(ShardIterator=iterator, Limit=limit)
+            response = self.kinesis.get_records(ShardIterator=iterator, Limit=limit,
+                                                **({"StreamARN": self.address_arn} if self.address_arn else {}))
         except AWS_ERRORS as exc:
             if error_code(exc) in _EXPIRED:
                 raise IteratorExpired() from exc

@@ -1,7 +1,10 @@
 """The stream a configuration names, behind the seam (``stream.Stream``): its client, its
-implementation and the fetcher that reads one of its shards.
+implementation, the stream a lease reads and the fetcher that reads one of its shards.
 
 ``Config.stream_kind`` (decided once, from ``streamArn``) picks Kinesis or DynamoDB Streams.
+A multi-stream application's lease names its stream in its key (``leases.multi_stream``):
+``lease_stream`` finds that stream's settings, so each lease reads its own stream with its own
+processor, and tells that processor which stream it reads.
 A DynamoDB stream's client is built from the Kinesis client settings (``kinesisEndpoint``,
 ``kinesisClient.region``, ``AwsCredentialsProvider``): the stream's endpoint, whatever its kind.
 """
@@ -9,6 +12,8 @@ A DynamoDB stream's client is built from the Kinesis client settings (``kinesisE
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -16,6 +21,7 @@ from kcl_mp.aws.clients import DEFAULT_LIMITS, ClientLimits
 from kcl_mp.aws.clients import client as aws_client
 from kcl_mp.config import Config, InitialPosition
 from kcl_mp.config.settings import StreamKind
+from kcl_mp.leases.multi_stream import split_key
 from kcl_mp.multilang.wire import make_batch
 from kcl_mp.retrieval.dynamodb_stream import DynamoDBStream
 from kcl_mp.retrieval.fanout import FanOutFetcher
@@ -33,6 +39,54 @@ def stream_client(config: Config, *, raw_records: bool = False, limits: ClientLi
     return aws_client(_SERVICE[config.stream_kind], config.kinesis, raw_records=raw_records, limits=limits)
 
 
+@dataclass(frozen=True)
+class LeaseStream:
+    """The stream one lease reads, and what its processor is told of it."""
+
+    shard_id: str  # the shard's own id (a multi-stream lease's key also names its stream)
+    name: str
+    arn: str | None
+    identifier: str | None  # a multi-stream lease's serialized stream identifier (account:name:epoch)
+    command: tuple[str, ...]  # its processor
+    initial_position: InitialPosition
+    by_arn: bool = False  # read through its ARN (listed in streamArns: maybe another account's stream)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What its processor finds in its environment beside kcl-mp's (the Java daemon sets none)."""
+        env = {"KCL_STREAM_NAME": self.name}
+        if self.arn:
+            env["KCL_STREAM_ARN"] = self.arn
+        if self.identifier:
+            env["KCL_STREAM_IDENTIFIER"] = self.identifier
+        return env
+
+    @property
+    def initialize_keys(self) -> Mapping[str, str]:
+        """The keys a multi-stream lease's ``initialize`` adds (none for one stream: its message
+        stays the Java daemon's; amazon_kclpy ignores extra keys, Node's aws-kcl passes them on)."""
+        if self.identifier is None:
+            return {}
+        return {"streamName": self.name, **({"streamArn": self.arn} if self.arn else {}),
+                "streamIdentifier": self.identifier}
+
+
+def lease_stream(config: Config, key: str) -> LeaseStream:
+    """The stream lease ``key`` reads: the configured one, or the multi-stream lease's own, with its
+    processor and initial position; a stream named by its name gets its ARN in the Kinesis
+    client's region and the account its lease key carries."""
+    split = split_key(key) if config.streams else None
+    if split is None:
+        return LeaseStream(key, config.stream_name, config.stream_arn, None, config.processor.command,
+                           config.initial_position)
+    identifier, shard_id = split
+    stream = next(s for s in config.streams if s.name == identifier.name)  # the table shows no other (not_a_lease)
+    region = config.kinesis.region
+    arn = stream.arn or (f"arn:aws:kinesis:{region}:{identifier.account}:stream/{stream.name}" if region else None)
+    return LeaseStream(shard_id, stream.name, arn, identifier.serialized, stream.command, stream.initial_position,
+                       by_arn=stream.arn is not None)
+
+
 def open_stream(config: Config, client: Any) -> Stream:
     """The configured stream, over ``client`` (``stream_client``'s)."""
     if config.stream_kind is StreamKind.DYNAMODB:
@@ -41,15 +95,17 @@ def open_stream(config: Config, client: Any) -> Stream:
     return KinesisStream(client, config.stream_name, config.stream_arn)
 
 
-def open_fetcher(config: Config, client: Any, shard_id: str, start: ExtendedSequenceNumber,
+def open_fetcher(config: Config, client: Any, stream: LeaseStream, start: ExtendedSequenceNumber,
                  log: logging.LoggerAdapter | logging.Logger, pool: PoolBudget,
                  consumer_arn: str | None = None) -> Fetcher:
-    """The fetcher of one shard: enhanced fan-out when the host registered a consumer, else
-    polling through the stream; records as the stream's processors expect them."""
-    initial: InitialPosition = config.initial_position
+    """The fetcher of one lease's shard: enhanced fan-out when the host registered a consumer,
+    else polling through its stream; records as the stream's processors expect them."""
+    shard_id, initial = stream.shard_id, stream.initial_position
     if consumer_arn:
-        return FanOutFetcher(client, config.stream_name, shard_id, start, initial, config.retrieval, make_batch,
+        return FanOutFetcher(client, stream.name, shard_id, start, initial, config.retrieval, make_batch,
                              log, pool=pool, consumer_arn=consumer_arn)
     keyless = config.stream_kind is StreamKind.DYNAMODB and config.dynamodb_streams.record_format == "ADAPTER_V1"
     encode = partial(make_batch, keyless=True) if keyless else make_batch
-    return Fetcher(open_stream(config, client), shard_id, start, initial, config.retrieval, encode, log, pool=pool)
+    source = (KinesisStream(client, stream.name, stream.arn, by_arn=stream.by_arn) if config.streams
+              else open_stream(config, client))
+    return Fetcher(source, shard_id, start, initial, config.retrieval, encode, log, pool=pool)

@@ -45,6 +45,7 @@ from kcl_mp.leases import balance, shard_sync
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.renewer import Renewer
 from kcl_mp.leases.shard_syncer import ShardSyncer, TableView
+from kcl_mp.leases.stream_syncers import StreamSyncers
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.leases.throughput import LeaseThroughput, renewal_attributes
 from kcl_mp.logs import LeaseEvent, ShardLog, lease_event
@@ -101,7 +102,8 @@ class LeaseCoordinator:
         self.discovery = OwnerIndexDiscovery(self.table, self.me, self.log)
         self.scanned_all = False  # the last scan read the whole table (a 3.x follower reads its own leases)
         self.view = TableView()
-        self.sync = ShardSyncer(self.config, self.table, self.kinesis, self.log, self.view)
+        self.sync: ShardSyncer | StreamSyncers = (StreamSyncers if self.config.streams else ShardSyncer)(
+            self.config, self.table, self.kinesis, self.log, self.view)
         self.handoffs = Handoffs(self.config, self.table, self.log, self.clock, self.metrics)
 
     def record_bytes(self, key: str, nbytes: int) -> None:

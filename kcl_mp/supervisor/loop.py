@@ -113,7 +113,8 @@ class Supervisor:
 
     def __post_init__(self) -> None:
         self.log = ShardLog(logging.getLogger("kcl_mp.supervisor"), self.config.worker_id)
-        self.table = LeaseTable(aws_client("dynamodb", self.config.dynamodb), self.config.lease.table_name)
+        self.table = LeaseTable(aws_client("dynamodb", self.config.dynamodb), self.config.lease.table_name,
+                                self.config.stream_names)
         self.metrics = Recorder(enabled=self.config.metrics.enabled)
         self.leases = LeaseCoordinator(self.config, self.table, stream_client(self.config),
                                        self.log, self.clock, self.rng, metrics=self.metrics,

@@ -87,7 +87,7 @@ class Pool:
         self.log = logs.ShardLog(logging.getLogger("kcl_mp.shard_worker"), config.worker_id)
         self.shared = Shared(config,
                              LeaseTable(aws_client("dynamodb", config.dynamodb, limits=LIMITS),
-                                        config.lease.table_name),
+                                        config.lease.table_name, config.stream_names),
                              stream_client(config, raw_records=True, limits=LIMITS),
                              Tracker(SAMPLE_EVERY_S, self._report_usage), PoolBudget())
         self.shards: dict[str, _Shard] = {}

@@ -55,7 +55,7 @@ from kcl_mp.multilang.child import ProcessorChild
 from kcl_mp.multilang.wire import Batch
 from kcl_mp.retrieval.polling import Fetched, Fetcher, FetchFailed, FetchResult, ShardEnded
 from kcl_mp.retrieval.prefetch import PoolBudget
-from kcl_mp.retrieval.streams import open_fetcher
+from kcl_mp.retrieval.streams import lease_stream, open_fetcher
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 from kcl_mp.worker import channel
 from kcl_mp.worker.usage import MB, Tracker, Watch
@@ -78,15 +78,6 @@ class Shared:
     prefetch: PoolBudget  # what every shard's fetcher reads ahead, together (kclmp.workerProcessMaxByteSize)
 
 
-def processor_env(config: Config) -> dict[str, str]:
-    """What a processor finds in its environment beside kcl-mp's: the stream it reads (the Java
-    daemon sets none of these; a processor that needs them there takes an option)."""
-    env = {"KCL_STREAM_NAME": config.stream_name}
-    if config.stream_arn:
-        env["KCL_STREAM_ARN"] = config.stream_arn
-    return env
-
-
 class Terminated(Exception):
     """The supervisor's Terminate: stop now, but still stop the child properly."""
 
@@ -97,7 +88,8 @@ class ShardDriver:
         self.shared = shared
         self.start = start
         self.config = shared.config
-        self.shard_id = start.shard
+        self.shard_id = start.shard  # the lease's key (a multi-stream one also names its stream)
+        self.stream = lease_stream(self.config, start.shard)  # the stream it reads, its processor
         self.inbox = inbox
         self.send = send
         self.log = log
@@ -133,18 +125,20 @@ class ShardDriver:
                 self.checkpointed_at = time.monotonic()
             return outcome
 
+        stream = self.stream
         child = self.child = ProcessorChild(
-            config.processor.command,
-            shard_id,
+            stream.command,
+            stream.shard_id,
             checkpoint,
             timeout_s=config.processor.timeout_s,
             log=self.log,
             stderr_lines_per_10s=config.processor.stderr_lines_per_10s,
             stderr_bytes_per_10s=config.processor.stderr_bytes_per_10s,
             stderr_level=logging.getLevelName(config.processor.stderr_level),
-            env=processor_env(config),
+            env=stream.env,
+            stream=stream.initialize_keys,
         )
-        fetcher = open_fetcher(config, self.shared.kinesis, shard_id, self.start.checkpoint, self.log,
+        fetcher = open_fetcher(config, self.shared.kinesis, stream, self.start.checkpoint, self.log,
                                self.shared.prefetch, self.start.consumer_arn)
         grace_s = config.processor.shutdown_grace_ms / 1000.0
         limit_mb = config.processor.memory_limit_mb
@@ -164,7 +158,7 @@ class ShardDriver:
                 return EXIT_OK
             child.start()
             self.log.info("processor started: %s (pid %s) from checkpoint %s",
-                          " ".join(config.processor.command), child.pid, self.start.checkpoint)
+                          " ".join(stream.command), child.pid, self.start.checkpoint)
             assert child.pid is not None
             self.send(channel.ProcessorStarted(shard_id, child.pid, child.started or 0))
             watch = self.shared.tracker.watch(shard_id, child.pid, child.started, limit_mb * MB)

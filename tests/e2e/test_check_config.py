@@ -103,3 +103,15 @@ def test_an_iam_policy_missing_one_action(app, moto_url):
     assert "AccessDenied" in line and "allow dynamodb:UpdateItem" in fix, run.stdout
     failed = [line for line in run.stdout.splitlines() if line.strip().startswith("FAIL")]
     assert failed and all("dynamodb:UpdateItem" in line for line in failed), run.stdout  # that action, and only it
+
+
+def test_each_stream_of_a_multi_stream_file_is_checked(app, unique_name):
+    props = app()
+    props.write_text(props.read_text().replace(f"streamName = {unique_name}\n",
+                                               f"streamNames = {unique_name}, no-such-stream\n"))
+    run = check_config(props)
+    assert run.returncode == 1, run.stdout
+    line, fix = failure(run, "kinesis:DescribeStreamSummary")
+    assert "streamNames (no-such-stream)" in line and "create the stream" in fix, run.stdout
+    assert any(line.strip().startswith("ok") and f"streamNames ({unique_name})" in line and "kinesis:ListShards" in line
+               for line in run.stdout.splitlines()), run.stdout

@@ -84,3 +84,64 @@ def test_paging_the_empty_table_filter_and_an_interrupted_shard_end(
     assert coordinator.sync.audit()
     assert parent not in {lease.key for lease in table.list_leases()}
     assert calls == [], "the audit listed shards although the leases covered the key space"
+
+
+def test_each_stream_of_a_multi_stream_application_is_synced_under_its_own_keys(
+        tmp_path, kinesis_mock_url, moto_url, dynamodb, unique_name, monkeypatch):
+    """Two streams, one of them split: each stream's leases under its own keys, its shard end
+    repaired and its finished parent deleted within its stream, the other stream untouched."""
+    kinesis = boto3.client("kinesis", endpoint_url=kinesis_mock_url, region_name="us-east-1")
+    resharded, other, app = unique_name + "-r", unique_name + "-o", unique_name + "-app"
+    for stream, count in ((resharded, 2), (other, 1)):
+        kinesis.create_stream(StreamName=stream, ShardCount=count)
+        wait_active(kinesis, stream)
+    parent, children = _split_first(kinesis, resharded)
+    props = write_properties(tmp_path / "app.properties", **{
+        k: v for k, v in base_properties(moto_url, resharded, app, "true", kinesisEndpoint=kinesis_mock_url,
+                                         workerId="host-a", initialPositionInStream="LATEST").items()
+        if k != "streamName"}, streamNames=f"{resharded},{other}")
+    config = load_config(props)
+    table = LeaseTable(dynamodb, app, config.stream_names)
+    table.ensure_table()
+    coordinator = LeaseCoordinator(config, table, kinesis, ShardLog(logging.getLogger("test"), "host-a"),
+                                   lambda: 0.0, random.Random(1))
+    coordinator.sync.describe_stream()
+    assert coordinator.sync.sync_shards({}, "test")
+    leases = {lease.key: lease for lease in table.list_leases()}
+    ids = {lease.stream.name: lease.stream for lease in leases.values()}
+    r, o = ids[resharded], ids[other]
+    summary = kinesis.describe_stream_summary(StreamName=resharded)["StreamDescriptionSummary"]
+    assert r.creation_epoch == int(summary["StreamCreationTimestamp"].timestamp() * 1000)
+    assert r.account == summary["StreamARN"].split(":")[4]
+    assert set(leases) == {r.lease_key(s) for s in (*children, "shardId-000000000001")} | {
+        o.lease_key("shardId-000000000000")}
+
+    # The resharded stream's parent as an interrupted shard end left it: the audit repairs it.
+    for child in children:
+        dynamodb.delete_item(TableName=app, Key={"leaseKey": {"S": r.lease_key(child)}})
+    table.create_if_absent(Lease(r.lease_key(parent), checkpoint=ExtendedSequenceNumber("SHARD_END"), stream=r))
+    coordinator.last_seen = {lease.key: lease for lease in table.list_leases()}
+    assert coordinator.sync.audit() and coordinator.sync.audit()  # seen twice: the sync runs
+    after = {lease.key: lease for lease in table.list_leases()}
+    for child in children:
+        lease = after[r.lease_key(child)]
+        assert (lease.stream, lease.checkpoint.sequence_number, lease.parent_shard_ids) == (r, "TRIM_HORIZON", (parent,))
+        assert lease.parent_keys == (r.lease_key(parent),)
+    assert r.lease_key(parent) in after  # its children have not started yet
+
+    for child in children:
+        table.take(after[r.lease_key(child)], "host-a")
+        assert table.checkpoint(r.lease_key(child), "host-a", ExtendedSequenceNumber("49000000000000000000001")) is None
+    coordinator.last_seen = {lease.key: lease for lease in table.list_leases()}
+    assert coordinator.sync.audit()
+    assert {lease.key for lease in table.list_leases()} == {
+        *(r.lease_key(c) for c in children), r.lease_key("shardId-000000000001"), o.lease_key("shardId-000000000000")}
+
+    # A shard end read here: its children are created from ChildShards, under its stream's keys.
+    ended = o.lease_key("shardId-000000000000")
+    child = {"ShardId": "shardId-000000000009", "ParentShards": ["shardId-000000000000"],
+             "HashKeyRange": {"StartingHashKey": "0", "EndingHashKey": "340282366920938463463374607431768211455"}}
+    assert coordinator.sync.create_children(ended, [child])
+    created = table.get(o.lease_key("shardId-000000000009"))
+    assert created is not None and created.stream == o and created.parent_keys == (ended,)
+    assert table.get(ended).child_shard_ids == ("shardId-000000000009",)

@@ -43,7 +43,8 @@ function processor() {
   const perKey = new Map();
   return {
     initialize(input, completeCallback) {
-      shard = input.shardId;
+      // kcl-mp tells a multi-stream application's processor its stream (aws-kcl passes the key on).
+      shard = input.streamName ? `${input.streamName}/${input.shardId}` : input.shardId;
       log(shard, 'starting');
       completeCallback();
     },

@@ -1,0 +1,155 @@
+"""Many streams in one application (issue 32): two real kcl-mp hosts, four Kinesis streams of 1, 2,
+4 and 1 shards on moto, in both KCL modes; the unchanged amazon_kclpy recorder processes the first
+three, Node's aws-kcl sample processor the fourth.
+
+Every record is delivered once, to a processor of its own stream (the third and fourth have their
+own executableName); each processor is told its stream: the recorder prints KCL_STREAM_IDENTIFIER
+at initialize (the daemon logs it under the lease's key), the Node sample names the streamName
+aws-kcl passed it from initialize in every line; the leases are Java's multi-stream items, their
+epoch the stream's creation time; the eight leases are balanced over the two hosts (max - min <= 1).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kcl_mp.devtools.producer import produce
+from kcl_mp.embedded import ensure_stream
+from kcl_mp.leases.multi_stream import split_key
+
+from ..support.harness import (
+    RECORDER,
+    ROOT,
+    Daemon,
+    base_properties,
+    log_lines,
+    recorded,
+    records_only,
+    stop_all,
+    wait_until,
+    write_properties,
+)
+
+pytestmark = pytest.mark.integration
+SHARDS = (1, 2, 4, 1)
+PER_STREAM = 300
+NODE = ROOT / "kcl_mp" / "processors" / "nodejs" / "sample_processor.js"
+
+
+@pytest.mark.parametrize("mode", ["CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X"])
+def test_two_hosts_three_streams(mode: str, tmp_path: Path, kinesis, dynamodb, moto_url: str, unique_name: str) -> None:
+    names = [f"{unique_name}-{i}" for i in range(len(SHARDS))]
+    own, node = names[2], names[3]  # the streams with their own processor commands
+    arns, created_ms, stream_of_id, last_put = {}, {}, {}, {}
+    for i, (name, shards) in enumerate(zip(names, SHARDS, strict=True)):
+        ensure_stream(kinesis, name, shards)
+        summary = kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
+        arns[name], created_ms[name] = summary["StreamARN"], int(summary["StreamCreationTimestamp"].timestamp() * 1000)
+        for put in produce(kinesis, name, PER_STREAM, first_id=i * 100_000, seed=i):
+            stream_of_id[put.id] = name
+            last_put[name] = max(last_put.get(name, 0), int(put.sequence_number))
+    out = tmp_path / "out"
+    out.mkdir()
+    recorder = f"{sys.executable} {RECORDER}"
+    # streamArns in one mode, streamNames (with regionName) in the other: both ways of naming them
+    listed = {"streamArns": ",".join(arns.values())} if mode.endswith("3X") else {"streamNames": ",".join(names)}
+    keys = {k: v for k, v in base_properties(moto_url, names[0], unique_name, f"env RECORDER_HOST=default {recorder}",
+                                             clientVersionConfig=mode, **listed).items() if k != "streamName"}
+    keys[f"stream.{own}.executableName"] = f"env RECORDER_HOST={own} {recorder}"
+    keys[f"stream.{node}.executableName"] = f"node {NODE}"
+    env = {"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "50", "RECORDER_STDERR_ENV": "KCL_STREAM_IDENTIFIER"}
+    hosts = {name: Daemon(write_properties(tmp_path / f"{name}.properties", **keys, workerId=name),
+                          tmp_path / f"{name}.log", "--log-format", "json", env=env) for name in ("host-a", "host-b")}
+    leases = sum(SHARDS)
+
+    def owners() -> Counter:
+        items = dynamodb.scan(TableName=unique_name, ConsistentRead=True).get("Items", [])
+        return Counter(item.get("leaseOwner", {}).get("S") for item in items if "leaseCounter" in item)
+
+    def node_checkpoint() -> str | None:
+        items = dynamodb.scan(TableName=unique_name, ConsistentRead=True).get("Items", [])
+        return next((item["checkpoint"]["S"] for item in items if f":{node}:" in item["leaseKey"]["S"]
+                     and "checkpoint" in item), None)
+
+    def balanced() -> bool:
+        found = owners()
+        return sum(found.values()) == leases and set(found) == set(hosts) and max(found.values()) - min(
+            found.values()) <= 1
+
+    try:
+        to_kclpy = {n for n, stream in stream_of_id.items() if stream != node}
+        wait_until(lambda: len(records_only(recorded(out))) >= len(to_kclpy), 240, f"{len(to_kclpy)} records delivered")
+        wait_until(lambda: node_checkpoint() == str(last_put[node]), 120, f"{node}'s last record checkpointed")
+        wait_until(balanced, 120, f"the {leases} leases balanced over both hosts")
+        stop_all(hosts)
+    finally:
+        for daemon in hosts.values():
+            daemon.kill()
+
+    entries = recorded(out)
+    got = records_only(entries)
+    delivered = Counter(json.loads(e["data"])["id"] for e in got)
+    assert set(delivered) == to_kclpy and delivered.most_common(1)[0][1] == 1, delivered.most_common(3)
+    counted = [re.search(rf"sample_processor.js {node}/shardId-000000000000: shutting down after (\d+) records",
+                         entry["msg"]) for daemon in hosts.values() for _, entry in log_lines(daemon.output())]
+    assert sum(int(found.group(1)) for found in counted if found) == PER_STREAM  # each child counts its own
+    for pid in {e["_pid"] for e in entries}:  # each processor reads one stream, with that stream's command
+        mine = [e for e in entries if e["_pid"] == pid]
+        streams = {stream_of_id[json.loads(e["data"])["id"]] for e in records_only(mine)}
+        assert len(streams) <= 1, (pid, streams)
+        host = next(e["host"] for e in mine if e.get("event") == "initialize")
+        assert not streams or host == ("default" if streams != {own} else own), (pid, streams, host)
+
+    items = dynamodb.scan(TableName=unique_name, ConsistentRead=True)["Items"]
+    lease_items = [item for item in items if "leaseCounter" in item and "entityType" not in item
+                   or item.get("entityType") == {"S": "LEASE"}]
+    assert len(lease_items) == leases
+    for item in lease_items:  # Java's multi-stream items, the epoch the stream's creation time
+        split = split_key(item["leaseKey"]["S"])
+        assert split is not None, item
+        stream, shard = split
+        assert (stream.account, stream.creation_epoch) == (arns[stream.name].split(":")[4], created_ms[stream.name])
+        assert (item["streamName"], item["shardId"]) == ({"S": stream.serialized}, {"S": shard})
+
+    told = [entry for daemon in hosts.values() for _, entry in log_lines(daemon.output())
+            if entry["msg"].startswith("processor stderr: KCL_STREAM_IDENTIFIER=")]
+    assert told, "no processor printed its KCL_STREAM_IDENTIFIER"
+    for line in told:  # the lease's key names the stream its processor was told
+        assert line["msg"].rpartition("=")[2] == line["shard"].rpartition(":")[0], line
+    assert {line["shard"] for line in told} >= {item["leaseKey"]["S"] for item in lease_items
+                                                 if f":{node}:" not in item["leaseKey"]["S"]}
+
+
+def test_the_embedded_demo_creates_every_stream_and_leases_shows_their_leases(tmp_path: Path, unique_name: str
+                                                                             ) -> None:
+    """``kcl-mp --embedded`` creates each listed stream; ``kcl-mp leases`` reads their leases (and
+    shows them under their multi-stream keys)."""
+    names = [f"{unique_name}-a", f"{unique_name}-b"]
+    props = write_properties(tmp_path / "app.properties", executableName=f"{sys.executable} {RECORDER}",
+                             streamNames=",".join(names), applicationName=unique_name, regionName="us-east-1",
+                             failoverTimeMillis=3000, metricsLevel="NONE")
+    daemon = Daemon(props, tmp_path / "host.log", "--embedded", "--embedded-shards", "2", "--set",
+                    "workerId=host-e", env={"RECORDER_DIR": str(tmp_path)})
+    leases = [sys.executable, "-m", "kcl_mp", "leases", "-p", str(props), "--embedded"]
+    shown: list[subprocess.CompletedProcess] = []
+
+    def all_held() -> bool:
+        shown.append(subprocess.run(leases, cwd=ROOT, capture_output=True, text=True, timeout=30))
+        return f"lease table {unique_name}: 4 leases (4 active, 0 finished) on 1 workers" in shown[-1].stdout
+
+    try:
+        wait_until(lambda: "its endpoint is in" in daemon.output(), 60, "the embedded emulator")
+        wait_until(all_held, 60, "the four leases of the two streams in kcl-mp leases", interval=1.0)
+        daemon.stop_gracefully()
+    finally:
+        daemon.kill()
+    for name in names:
+        assert f"created stream {name} with 2 shards" in daemon.output()
+        assert len([line for line in shown[-1].stdout.splitlines() if f":{name}:" in line]) == 2, shown[-1].stdout

@@ -1,0 +1,150 @@
+"""Many streams in one application: properties -> the streams of Config, or the error naming the keys.
+
+Each row of the tables is one case: its id says what it checks, then the keys added to a
+minimal file (BASE, without streamName) and what load_config must give.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kcl_mp.config import InitialPosition, load_config
+from kcl_mp.config.settings import FormerStreamsSettings, StreamSettings
+from kcl_mp.errors import ConfigError
+
+BASE = {
+    "executableName": "python3 app.py",
+    "applicationName": "app",
+    "AwsCredentialsProvider": "DefaultCredentialsProvider",
+    "regionName": "us-east-1",
+}
+ACCOUNT = "123456789012"
+
+
+def arn(name: str, region: str = "us-east-1", account: str = ACCOUNT) -> str:
+    return f"arn:aws:kinesis:{region}:{account}:stream/{name}"
+
+
+def load(tmp_path: Path, drop: tuple[str, ...] = (), **keys: str) -> Any:
+    path = tmp_path / "app.properties"
+    merged = {**{k: v for k, v in BASE.items() if k not in drop}, **keys}
+    path.write_text("".join(f"{k} = {v}\n" for k, v in merged.items()), encoding="latin-1")
+    return load_config(path)
+
+
+APP = ("python3", "app.py")
+LATEST = InitialPosition("LATEST")
+
+# id, keys, the streams expected: (name, arn, initial position kind, command, consumer ARN, creation epoch)
+STREAMS: list[tuple[str, dict[str, str], list[tuple[Any, ...]]]] = [
+    ("by ARN, in the listed order, the application's settings", {"streamArns": f"{arn('b')}, {arn('a')}"},
+     [("b", arn("b"), "LATEST", APP, None, None), ("a", arn("a"), "LATEST", APP, None, None)]),
+    ("by name in regionName: the ARN is learnt at start", {"streamNames": "a,b.v2"},
+     [("a", None, "LATEST", APP, None, None), ("b.v2", None, "LATEST", APP, None, None)]),
+    ("kinesisClient.region is the region too", {"streamNames": "a", "kinesisClient.region": "eu-west-1"},
+     [("a", None, "LATEST", APP, None, None)]),
+    ("another account is allowed", {"streamArns": f"{arn('a')},{arn('b', account='210987654321')}"},
+     [("a", arn("a"), "LATEST", APP, None, None), ("b", arn("b", account="210987654321"), "LATEST", APP, None, None)]),
+    ("the application's initial position for every stream without its own",
+     {"streamNames": "a,b", "initialPositionInStream": "TRIM_HORIZON", "stream.b.initialPositionInStream": "latest"},
+     [("a", None, "TRIM_HORIZON", APP, None, None), ("b", None, "LATEST", APP, None, None)]),
+    ("a processor per stream, split as executableName is; a stream name with a dot",
+     {"streamNames": "a,b.v2", "stream.b.v2.executableName": "node  b.js --fast"},
+     [("a", None, "LATEST", APP, None, None), ("b.v2", None, "LATEST", ("node", "b.js", "--fast"), None, None)]),
+    ("a creation epoch per stream", {"streamArns": arn("a"), "stream.a.creationEpoch": "1700000000000"},
+     [("a", arn("a"), "LATEST", APP, None, 1700000000000)]),
+    ("polling, whatever DEFAULT would choose for one stream", {"streamNames": "a", "retrievalMode": "DEFAULT"},
+     [("a", None, "LATEST", APP, None, None)]),
+]
+
+
+@pytest.mark.parametrize("keys,expected", [case[1:] for case in STREAMS], ids=[case[0] for case in STREAMS])
+def test_streams_and_their_settings(tmp_path, keys: dict[str, str], expected: list[tuple[Any, ...]]) -> None:
+    config = load(tmp_path, **keys)
+    assert config.streams == tuple(
+        StreamSettings(name, stream_arn, InitialPosition(kind), command, consumer, epoch)
+        for name, stream_arn, kind, command, consumer, epoch in expected)
+    assert config.stream_name == ", ".join(s[0] for s in expected) and config.stream_arn is None
+    assert config.retrieval.mode == "POLLING" and config.warnings == ()
+
+
+def test_a_consumer_per_stream_is_kept_and_not_used_yet(tmp_path) -> None:
+    consumer = arn("a") + "/consumer/app:1700000000"
+    config = load(tmp_path, streamArns=arn("a"), **{"stream.a.consumerArn": consumer})
+    assert config.streams[0].consumer_arn == consumer
+    assert config.warnings == (f"{tmp_path / 'app.properties'} line 6: stream.a.consumerArn is not used yet: a "
+                               "multi-stream application reads by polling",)
+    assert config.ignored == (("stream.a.consumerArn", "a multi-stream application reads by polling"),)
+
+
+# id, keys (BASE's regionName dropped when "regionName" is None), the error's start or part
+ERRORS: list[tuple[str, dict[str, Any], str]] = [
+    ("streamName beside the list: both keys named",
+     {"streamName": "a", "streamNames": "a"},
+     "app.properties line 5: streamName and {path} line 6: streamNames both name the streams: keep one"),
+    ("streamArn beside the list", {"streamArns": arn("a"), "streamArn": arn("a")},
+     "app.properties line 6: streamArn and {path} line 5: streamArns both name the streams"),
+    ("both lists", {"streamArns": arn("a"), "streamNames": "b"},
+     "app.properties line 5: streamArns and {path} line 6: streamNames: name the streams one way, not both"),
+    ("an ARN of another region than regionName",
+     {"streamArns": f"{arn('a')},{arn('b', 'eu-west-1')}"},
+     f"app.properties line 5: streamArns: {arn('b', 'eu-west-1')} is in region eu-west-1, not in the Kinesis "
+     "client's us-east-1 ({path} line 4: regionName): an application reads one region"),
+    ("kinesisClient.region decides over regionName",
+     {"streamArns": arn("a"), "kinesisClient.region": "eu-west-1"}, "is in region us-east-1, not in the Kinesis "
+     "client's eu-west-1 ({path} line 6: kinesisClient.region)"),
+    ("no region key: the ARNs still share one",
+     {"regionName": None, "streamArns": f"{arn('a')},{arn('b', 'eu-west-1')}"},
+     f"streamArns: {arn('a')} and {arn('b', 'eu-west-1')} are in different regions"),
+    ("names need a region", {"regionName": None, "streamNames": "a"},
+     "app.properties line 4: streamNames: set regionName (or kinesisClient.region)"),
+    ("a stream listed twice", {"streamArns": f"{arn('a')},{arn('a', account='210987654321')}"},
+     "streamArns: stream a is listed twice"),
+    ("a DynamoDB stream in the list",
+     {"streamArns": "arn:aws:dynamodb:us-east-1:123456789012:table/Orders/stream/2026-01-01T00:00:00.000"},
+     "is a DynamoDB stream's: a multi-stream application reads Kinesis streams only"),
+    ("a bad stream name", {"streamNames": "a,b c"}, "streamNames = 'a,b c': 'b c' is not a stream name"),
+    ("a per-stream key of a stream not listed", {"streamNames": "a", "stream.b.executableName": "x"},
+     "app.properties line 6: stream.b.executableName: stream b is not one of streamNames (a)"),
+    ("a per-stream key in a single-stream file", {"streamName": "a", "stream.a.executableName": "x"},
+     "app.properties line 6: stream.a.executableName: per-stream keys need the list of streams"),
+    ("a per-stream value is parsed", {"streamNames": "a", "stream.a.creationEpoch": "0"},
+     "app.properties line 6: stream.a.creationEpoch = '0': expected an integer >= 1"),
+    ("AT_TIMESTAMP is not a per-stream position", {"streamNames": "a", "stream.a.initialPositionInStream": "x"},
+     "stream.a.initialPositionInStream = 'x': expected one of LATEST, TRIM_HORIZON"),
+    ("enhanced fan-out reads one stream", {"streamNames": "a", "retrievalMode": "FANOUT"},
+     "app.properties line 6: retrievalMode = 'FANOUT': a multi-stream application reads by polling"),
+    ("one consumer for many streams", {"streamNames": "a", "fanoutConfig.consumerArn": "c"},
+     "fanoutConfig.consumerArn: an enhanced fan-out consumer belongs to one stream"),
+    ("a consumer of another stream", {"streamNames": "a,b", "stream.a.consumerArn": arn("b") + "/consumer/c:1"},
+     "stream.a.consumerArn = '" + arn("b") + "/consumer/c:1': not a consumer of stream a"),
+    ("the strategy's names are Java's", {"streamNames": "a", "formerStreamsLeasesDeletionStrategy": "AUTO"},
+     "expected one of NO_STREAMS_LEASES_DELETION, FORMER_STREAMS_AUTO_DETECTION_DEFERRED_DELETION"),
+]
+
+
+@pytest.mark.parametrize("keys,message", [case[1:] for case in ERRORS], ids=[case[0] for case in ERRORS])
+def test_what_is_refused_names_the_keys_at_fault(tmp_path, keys: dict[str, Any], message: str) -> None:
+    drop = tuple(k for k, v in keys.items() if v is None)
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path, drop=drop, **{k: v for k, v in keys.items() if v is not None})
+    assert message.format(path=tmp_path / "app.properties") in str(info.value)
+
+
+def test_former_streams_strategy_and_wait(tmp_path) -> None:
+    config = load(tmp_path, streamNames="a", formerStreamsLeasesDeletionStrategy=(
+        "former_streams_auto_detection_deferred_deletion"), waitPeriodToDeleteFormerStreamsMillis="60000")
+    assert config.former_streams == FormerStreamsSettings("FORMER_STREAMS_AUTO_DETECTION_DEFERRED_DELETION", 60000)
+    assert load(tmp_path, streamNames="a").former_streams == FormerStreamsSettings("NO_STREAMS_LEASES_DELETION",
+                                                                                  3600000)
+
+
+def test_a_single_stream_file_has_no_streams_and_is_warned_about_multi_stream_keys(tmp_path) -> None:
+    config = load(tmp_path, streamName="a")
+    assert config.streams == () and config.stream_name == "a" and config.warnings == ()
+    config = load(tmp_path, streamName="a", waitPeriodToDeleteFormerStreamsMillis="5")
+    assert config.warnings == (f"{tmp_path / 'app.properties'} line 6: waitPeriodToDeleteFormerStreamsMillis is "
+                               "used only by a multi-stream application (streamArns or streamNames)",)
