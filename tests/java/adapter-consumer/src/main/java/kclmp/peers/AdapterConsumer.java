@@ -19,6 +19,7 @@ import software.amazon.kinesis.common.ConfigsBuilder;
 import software.amazon.kinesis.common.InitialPositionInStream;
 import software.amazon.kinesis.common.InitialPositionInStreamExtended;
 import software.amazon.kinesis.coordinator.Scheduler;
+import software.amazon.kinesis.leases.LeaseManagementConfig;
 import software.amazon.kinesis.metrics.NullMetricsFactory;
 import software.amazon.kinesis.retrieval.RetrievalConfig;
 
@@ -64,7 +65,12 @@ public final class AdapterConsumer {
                         InitialPositionInStreamExtended.newInitialPosition(InitialPositionInStream.TRIM_HORIZON)),
                 arg.get("application"), adapter, dynamodb, cloudwatch, worker,
                 () -> new Recorder(out, worker, every));
-        configs.leaseManagementConfig()
+        // ConfigsBuilder makes a new config object at each call: keep the one changed. The
+        // adapter 2.0.1 sets shardSyncIntervalMillis to 0 after its lease management factory has
+        // copied it (2.1 dropped the line), so a worker starting on an empty table would sleep the
+        // default 60 s after its first shard sync: set it first, as the adapter means it.
+        LeaseManagementConfig leases = configs.leaseManagementConfig()
+                .shardSyncIntervalMillis(0)
                 .failoverTimeMillis(Long.parseLong(arg.get("failoverMillis")))
                 .leaseAssignmentIntervalMillis(Long.parseLong(arg.get("assignmentMillis")));
         DynamoDBStreamsPollingConfig polling = new DynamoDBStreamsPollingConfig(streamArn, adapter)
@@ -72,7 +78,7 @@ public final class AdapterConsumer {
         RetrievalConfig retrieval = configs.retrievalConfig().retrievalSpecificConfig(polling);
 
         Scheduler scheduler = StreamsSchedulerFactory.createScheduler(
-                configs.checkpointConfig(), configs.coordinatorConfig(), configs.leaseManagementConfig(),
+                configs.checkpointConfig(), configs.coordinatorConfig(), leases,
                 configs.lifecycleConfig(), configs.metricsConfig().metricsFactory(new NullMetricsFactory()),
                 configs.processorConfig(), retrieval, adapter);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
