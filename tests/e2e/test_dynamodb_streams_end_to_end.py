@@ -115,7 +115,7 @@ def _owners(dynamodb, app: str) -> set[str]:
             if "leaseOwner" in item and item.get("checkpoint", {}).get("S") != "SHARD_END"}
 
 
-def _delivered(out: Path) -> list[dict]:
+def changes_delivered(out: Path) -> list[dict]:
     """Every record delivered, oldest first, with its change decoded and the host that got it."""
     entries = recorded(out)
     hosts = {e["_pid"]: e["host"] for e in entries if e.get("event") == "initialize"}
@@ -155,7 +155,7 @@ def test_every_change_arrives_once_in_order_across_rollovers_and_a_host_sigkill(
         for round_ in range(1, 60):
             expected += _write(dynamodb, table, [round_])
             time.sleep(1.0)
-            if "a" in {d["host"] for d in _delivered(out)} and "a" in _owners(dynamodb, app):
+            if "a" in {d["host"] for d in changes_delivered(out)} and "a" in _owners(dynamodb, app):
                 break
         else:
             raise AssertionError("host a never delivered records while holding an open lease")
@@ -168,14 +168,14 @@ def test_every_change_arrives_once_in_order_across_rollovers_and_a_host_sigkill(
             dynamodb.delete_item(TableName=table, Key={"pk": {"S": key}})
             expected.append((key, "REMOVE ttl" if KEYS.index(key) % 3 == 0 else "REMOVE"))
         steer(action="rollover", table=table)
-        wait_until(lambda: {(d["key"], d["change"]) for d in _delivered(out)} >= set(expected), 90,
+        wait_until(lambda: {(d["key"], d["change"]) for d in changes_delivered(out)} >= set(expected), 90,
                    f"all {len(expected)} changes delivered after host a's SIGKILL")
         hosts["b"].stop_gracefully()
     finally:
         for daemon in hosts.values():
             daemon.kill()
 
-    delivered = _delivered(out)
+    delivered = changes_delivered(out)
     first: dict[str, dict] = {}
     for entry in delivered:
         first.setdefault(entry["seq"], entry)
@@ -225,13 +225,13 @@ def test_a_lease_table_written_by_the_1x_streams_daemon_is_taken_over_from_its_c
     props = _properties(tmp_path, moto_url, arn, app, "streamName", **{"kclmp.dynamodbRecordFormat": "ADAPTER_V1"})
     daemon = Daemon(props, tmp_path / "run.log", env={"RECORDER_DIR": str(out), "RECORDER_HOST": "kcl-mp"})
     try:
-        wait_until(lambda: len(_delivered(out)) >= len(KEYS) - 5, 60, "the child's records after its checkpoint")
+        wait_until(lambda: len(changes_delivered(out)) >= len(KEYS) - 5, 60, "the child's records after its checkpoint")
         _write(dynamodb, table, [2])
-        wait_until(lambda: len(_delivered(out)) >= 2 * len(KEYS) - 5, 60, "the records written after the takeover")
+        wait_until(lambda: len(changes_delivered(out)) >= 2 * len(KEYS) - 5, 60, "the records written after the takeover")
         daemon.stop_gracefully()
     finally:
         daemon.kill()
-    delivered = _delivered(out)
+    delivered = changes_delivered(out)
     assert [d["seq"] for d in delivered[:len(KEYS) - 5]] == in_child[5:], "exactly what follows the checkpoint"
     assert [d["change"] for d in delivered] == ["MODIFY 1"] * (len(KEYS) - 5) + ["MODIFY 2"] * len(KEYS)
     assert all(d["pk"] is None and d["sub"] is None for d in delivered)  # the 1.x daemon's record shape
