@@ -29,16 +29,16 @@ import software.amazon.kinesis.retrieval.RetrievalConfig;
  * every client pointed at one endpoint (the tests' emulator), credentials from the environment.
  *
  * <pre>java -cp ... kclmp.peers.AdapterConsumer endpoint=http://127.0.0.1:PORT streamArn=ARN
- *     application=APP worker=ID failoverMillis=6000 assignmentMillis=4000 idleMillis=500
+ *     application=APP worker=ID failoverMillis=6000 assignmentMillis=4000 reportMillis=30000 idleMillis=500
  *     checkpointEvery=20 out=DIR [region=us-east-1]</pre>
  *
  * <p>Each processor records what it gets into DIR as the tests' Python recorder does
  * ({@link Recorder}). SIGTERM shuts the Scheduler down gracefully (each processor checkpoints
- * what it delivered), then the JVM exits 143.
+ * what it delivered) for at most 10 s, then the JVM exits 143.
  */
 public final class AdapterConsumer {
     private static final Set<String> REQUIRED = Set.of("endpoint", "streamArn", "application", "worker",
-            "failoverMillis", "assignmentMillis", "idleMillis", "checkpointEvery", "out");
+            "failoverMillis", "assignmentMillis", "reportMillis", "idleMillis", "checkpointEvery", "out");
 
     private AdapterConsumer() {}
 
@@ -73,6 +73,9 @@ public final class AdapterConsumer {
                 .shardSyncIntervalMillis(0)
                 .failoverTimeMillis(Long.parseLong(arg.get("failoverMillis")))
                 .leaseAssignmentIntervalMillis(Long.parseLong(arg.get("assignmentMillis")));
+        // how often it writes its worker metrics; as leader, a worker not heard of for two periods is gone
+        leases.workerUtilizationAwareAssignmentConfig()
+                .workerMetricsReporterFreqInMillis(Long.parseLong(arg.get("reportMillis")));
         DynamoDBStreamsPollingConfig polling = new DynamoDBStreamsPollingConfig(streamArn, adapter)
                 .idleTimeBetweenReadsInMillis(Long.parseLong(arg.get("idleMillis")));
         RetrievalConfig retrieval = configs.retrievalConfig().retrievalSpecificConfig(polling);
@@ -81,9 +84,13 @@ public final class AdapterConsumer {
                 configs.checkpointConfig(), configs.coordinatorConfig(), leases,
                 configs.lifecycleConfig(), configs.metricsConfig().metricsFactory(new NullMetricsFactory()),
                 configs.processorConfig(), retrieval, adapter);
+        // KCL 3.1's graceful shutdown can wait for ever on a processor that never gets its
+        // shutdown notification (one waiting on its parent shard), renewing and taking leases
+        // meanwhile: give it 10 s, then the JVM exits (what it delivered since its last
+        // checkpoint is delivered again by the next owner).
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             try {
-                scheduler.startGracefulShutdown().get(30, TimeUnit.SECONDS);
+                scheduler.startGracefulShutdown().get(10, TimeUnit.SECONDS);
             } catch (Exception e) {
                 System.err.println("graceful shutdown of " + worker + " did not finish: " + e);
             }
