@@ -12,7 +12,7 @@ the default 3.x mode, failover 6 s, an assignment round every 4 s, worker metric
     1. the kcl-mp hosts start alone and hold all 8 (one of them leads);
     2. the Java worker joins; the leader assigns it its share: wait until the 8 open leases are
        spread over the three (max - min <= 1); the shards roll over (Java ends some): wait until
-       they are spread again and Java delivers records of two of its leases;
+       they are spread again and Java has checkpointed two of its leases;
     3. SIGTERM the Java worker (it checkpoints what it delivered); wait until the kcl-mp hosts
        hold all 8; the shards roll over;
     4. SIGTERM both kcl-mp hosts, start the Java worker again: wait until it holds all 8;
@@ -45,7 +45,6 @@ from .harness import (
     TableMonitor,
     base_properties,
     recorded,
-    records_only,
     wait_until,
     write_properties,
 )
@@ -56,7 +55,7 @@ from .test_dynamodb_streams_end_to_end import changes_delivered
 SHARDS = 8
 FAILOVER_MS = 6000
 ASSIGNMENT_MS = 4000
-CHECKPOINT_EVERY = 50  # as mixed_fleet.Host's recorders
+JAVA_CHECKPOINT_EVERY = 10  # records (kcl-mp's recorders: 50, mixed_fleet.Host): Java checkpoints within seconds
 TABLE = "orders"
 APP = "orders-adapter-fleet"
 KEYS = [f"k{n:02d}" for n in range(16)]
@@ -81,7 +80,7 @@ def java_command(out: Path, url: str, arn: str) -> list[str]:
     return java_daemon.peer_command(
         "adapter-consumer", "kclmp.peers.AdapterConsumer", f"endpoint={url}", f"streamArn={arn}",
         f"application={APP}", f"worker={JAVA}", f"failoverMillis={FAILOVER_MS}", f"assignmentMillis={ASSIGNMENT_MS}",
-        f"reportMillis={REPORT_MS}", "idleMillis=500", f"checkpointEvery={CHECKPOINT_EVERY}", f"out={out / 'records'}")
+        f"reportMillis={REPORT_MS}", "idleMillis=500", f"checkpointEvery={JAVA_CHECKPOINT_EVERY}", f"out={out / 'records'}")
 
 
 def main(out: Path) -> int:
@@ -150,17 +149,19 @@ def main(out: Path) -> int:
         rollover()
         rolled = time.time()
 
-        def java_delivering() -> bool:
-            """Java holds two open leases or more and has delivered records of two since the rollover."""
+        def java_checkpointed() -> bool:
+            """Java has checkpointed records of two of the open leases it holds since the rollover."""
             with monitor.lock:
                 held = {k for k, lease in monitor.latest.items()
                         if lease.owner == JAVA and str(lease.checkpoint) != "SHARD_END"}
-            got = {e["_shard"] for e in records_only(recorded(out / "records"))
-                   if e["at"] > rolled and e["_pid"] in java_children(out)}
-            return len(held & got) >= 2
+            entries = recorded(out / "records")
+            java = {e["_pid"] for e in entries if e.get("event") == "initialize" and e["host"] == JAVA}
+            done = {e["_shard"] for e in entries if e.get("event") == "checkpoint" and e["_pid"] in java
+                    and e["error"] is None and e["seq"] is not None and e["at"] > rolled}
+            return len(held & done) >= 2
 
-        wait_until(lambda: holding((JAVA, *KCLMP), 1) and java_delivering(), 60,
-                   "the children spread again, the Java worker delivering records of two of its own", 0.5)
+        wait_until(lambda: holding((JAVA, *KCLMP), 1) and java_checkpointed(), 60,
+                   "the children spread again, the Java worker checkpointing two of its own", 0.5)
         phases["java_stop"] = time.time()
         stop(JAVA)
         wait_until(lambda: holding(KCLMP, 8), 60, "the kcl-mp hosts holding all 8 leases", 0.5)
@@ -202,11 +203,6 @@ def main(out: Path) -> int:
     }
     (out / "result.json").write_text(json.dumps(result))
     return 0
-
-
-def java_children(out: Path) -> set[int]:
-    """The Java worker's processors (their files' numbers)."""
-    return {e["_pid"] for e in recorded(out / "records") if e.get("event") == "initialize" and e["host"] == JAVA}
 
 
 def delivered_changes(out: Path) -> set[tuple[str, str]]:
