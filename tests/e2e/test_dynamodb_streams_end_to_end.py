@@ -5,7 +5,6 @@ both KCL modes; the start-up errors; ``kcl-mp --embedded`` with a DynamoDB strea
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -20,8 +19,8 @@ from ..support.harness import (
     ROOT,
     Daemon,
     base_properties,
+    changes_delivered,
     recorded,
-    records_only,
     wait_until,
     write_properties,
 )
@@ -113,24 +112,6 @@ def _owners(dynamodb, app: str) -> set[str]:
         return set()
     return {item["leaseOwner"]["S"] for item in items
             if "leaseOwner" in item and item.get("checkpoint", {}).get("S") != "SHARD_END"}
-
-
-def changes_delivered(out: Path) -> list[dict]:
-    """Every record delivered, oldest first, with its change decoded and the host that got it."""
-    entries = recorded(out)
-    hosts = {e["_pid"]: e["host"] for e in entries if e.get("event") == "initialize"}
-    got = []
-    for entry in sorted(records_only(entries), key=lambda e: e["at"]):
-        change = json.loads(entry["data"])
-        image = change["dynamodb"].get("NewImage") or {}
-        name = change["eventName"]
-        if name == "MODIFY":
-            name = f"MODIFY {image['v']['N']}"
-        elif name == "REMOVE" and change.get("userIdentity", {}).get("type") == "Service":
-            name = "REMOVE ttl"
-        got.append({**entry, "key": change["dynamodb"]["Keys"]["pk"]["S"], "change": name,
-                    "host": hosts.get(entry["_pid"])})
-    return got
 
 
 @pytest.mark.parametrize("mode", ["CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X"])

@@ -1,8 +1,8 @@
 """The mixed fleet with the Java DynamoDB Streams Kinesis Adapter 2.x, run by
-tests/integration/test_dynamodb_streams_java_adapter.py inside a network namespace with only
+tests/e2e/test_dynamodb_streams_java_adapter.py inside a network namespace with only
 loopback up (KCL 3.x calls the EC2 metadata address at start).
 
-    python -m tests.integration.adapter_fleet OUT_DIR
+    python -m tests.support.adapter_fleet OUT_DIR
 
 One table's stream of 8 shards on the embedded emulator, a writer changing every item twice a
 second throughout; two kcl-mp hosts (the amazon_kclpy recorder as processor) and one worker of
@@ -39,18 +39,18 @@ import boto3
 from kcl_mp.devtools import java_daemon
 from kcl_mp.embedded import EMBEDDED_ENV, start_emulator
 
+from ..integration.test_dynamodb_streams_emulator import admin, drain, make_table, shards
 from .harness import (
     RECORDER,
     BackgroundProducer,
     TableMonitor,
     base_properties,
+    changes_delivered,
     recorded,
     wait_until,
     write_properties,
 )
 from .mixed_fleet import Host
-from .test_dynamodb_streams_emulator import admin, drain, make_table, shards
-from .test_dynamodb_streams_end_to_end import changes_delivered
 
 SHARDS = 8
 FAILOVER_MS = 6000
@@ -211,6 +211,6 @@ def delivered_changes(out: Path) -> set[tuple[str, str]]:
 
 if __name__ == "__main__":
     if not java_daemon.inside_namespace():
-        sys.exit(java_daemon.in_loopback_namespace([sys.executable, "-m", "tests.integration.adapter_fleet",
+        sys.exit(java_daemon.in_loopback_namespace([sys.executable, "-m", "tests.support.adapter_fleet",
                                                     *sys.argv[1:]]))
     sys.exit(main(Path(sys.argv[1])))

@@ -1,6 +1,6 @@
 """A mixed fleet with the Java DynamoDB Streams Kinesis Adapter 2.x (issue 31): two kcl-mp
 hosts and a worker of the adapter 2.0.1 (KCL 3.1.1, built by `make java-peers`) on one table's
-stream, in the default 3.x mode. The scenario (tests/integration/adapter_fleet.py) runs in a
+stream, in the default 3.x mode. The scenario (tests/support/adapter_fleet.py) runs in a
 loopback-only network namespace and leaves its evidence; this test judges it:
 
 - balanced: once the Java worker joins, the 8 open leases are spread over the three hosts
@@ -30,16 +30,15 @@ import pytest
 
 from kcl_mp.leases.lease import THROUGHPUT_KBPS, Lease, not_a_lease
 
-from .fleet_findings import processing_overlap, processors, resumes
-from .harness import ROOT, recorded
-from .test_dynamodb_streams_end_to_end import changes_delivered
+from ..support.fleet_findings import processing_overlap, processors, resumes
+from ..support.harness import ROOT, changes_delivered, recorded
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
 
 
 def test_kcl_mp_and_the_java_adapter_share_one_dynamodb_stream(tmp_path):
     out = tmp_path / "fleet"
-    run = subprocess.run([sys.executable, "-m", "tests.integration.adapter_fleet", str(out)], cwd=ROOT,
+    run = subprocess.run([sys.executable, "-m", "tests.support.adapter_fleet", str(out)], cwd=ROOT,
                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert run.returncode == 0 and (out / "result.json").exists(), run.stdout[-3000:] + run.stderr[-3000:]
     judge(out)
