@@ -54,12 +54,12 @@ java:
 	    echo "installing Java 17 (Debian) for PySpark"; apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
 	  else echo "Java 17+ is needed by the Spark pipeline's tests: apt-get install openjdk-17-jre-headless" >&2; exit 1; fi; }
 
-# Maven, for the Spark jars (Debian's package; installed when running as root).
+# Maven, for the Spark jars and the Java peers (Debian's package; installed when running as root).
 mvn:
 	@command -v mvn >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing Maven (Debian) for the Spark jars"; apt-get update -qq && apt-get install -y -qq maven >/dev/null; \
-	  else echo "Maven is needed for the Spark jars: apt-get install maven" >&2; exit 1; fi; }
+	    echo "installing Maven (Debian) for the Spark jars and the Java peers"; apt-get update -qq && apt-get install -y -qq maven >/dev/null; \
+	  else echo "Maven is needed for the Spark jars and the Java peers: apt-get install maven" >&2; exit 1; fi; }
 
 ## spark-jars: the pinned S3A jars into .cache/spark-jars (once; seconds with a warm ~/.m2, 13 MB)
 spark-jars: $(SPARK_JARS)
