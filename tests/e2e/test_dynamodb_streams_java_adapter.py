@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
@@ -82,6 +82,13 @@ def judge(out: Path) -> None:
     assert len(first) == len(written) == len(result["stream"]), (len(first), len(written), len(result["stream"]))
     hosts = Counter(d["host"] for d in first.values())
     assert set(hosts) == {java, *kclmp}, hosts
+    # the same record shape from both kinds, change by change (the fields and their order in data)
+    shapes: dict[tuple[bool, str], set[str]] = defaultdict(set)
+    for d in delivered:
+        change = json.loads(d["data"])
+        shapes[(d["host"] == java, change["eventName"])].add(_shape(change))
+    for name in {name for by_java, name in shapes if by_java} & {name for by_java, name in shapes if not by_java}:
+        assert shapes[(True, name)] == shapes[(False, name)], (name, shapes[(True, name)], shapes[(False, name)])
     # delivered twice: only a processor's tail past its last checkpoint (a JVM whose graceful
     # shutdown did not finish in time), never a record it had checkpointed
     children = processors(entries)
@@ -124,3 +131,10 @@ def judge(out: Path) -> None:
         assert set(lease.extra) <= {THROUGHPUT_KBPS} and all(list(item[k]) == ["N"] for k in lease.extra), item
         assert lease.to_item() == item, item  # read and written back as it was
     print(f"{len(rows)} lease rows, {sum(1 for i in rows if THROUGHPUT_KBPS in i)} with {THROUGHPUT_KBPS}")
+
+
+def _shape(value: object) -> str:
+    """The fields of a JSON object, nested, in their order, without the values."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{key}:{_shape(inner)}" for key, inner in value.items()) + "}"
+    return type(value).__name__
