@@ -12,7 +12,7 @@ the default 3.x mode, failover 6 s, an assignment round every 4 s, worker metric
     1. the kcl-mp hosts start alone and hold all 8 (one of them leads);
     2. the Java worker joins; the leader assigns it its share: wait until the 8 open leases are
        spread over the three (max - min <= 1); the shards roll over (Java ends some): wait until
-       they are spread again and Java has checkpointed two of its leases;
+       they are spread again and Java has checkpointed two of the children it holds;
     3. SIGTERM the Java worker (it checkpoints what it delivered); wait until the kcl-mp hosts
        hold all 8; the shards roll over;
     4. SIGTERM both kcl-mp hosts, start the Java worker again: wait until it holds all 8;
@@ -128,9 +128,12 @@ def main(out: Path) -> int:
         mine = [counts.get(w, 0) for w in workers]
         return sum(mine) == SHARDS == sum(counts.values()) and max(mine) - min(mine) <= spread
 
-    def rollover() -> None:
-        phases.setdefault("rollovers", [])
-        phases["rollovers"].append([time.time(), admin(emulator.url, action="rollover", table=TABLE)])  # type: ignore[union-attr]
+    rollovers: list[list] = []
+
+    def rollover() -> set[str]:
+        """Roll every open shard over; the children's ids."""
+        rollovers.append([time.time(), admin(emulator.url, action="rollover", table=TABLE)])
+        return set(rollovers[-1][1]["opened"])
 
     try:
         writer.start()
@@ -146,19 +149,18 @@ def main(out: Path) -> int:
         phases["spread"] = time.time()
         phases["spread_owners"] = open_leases()
         time.sleep(3)
-        rollover()
-        rolled = time.time()
+        children = rollover()
 
         def java_checkpointed() -> bool:
-            """Java has checkpointed records of two of the open leases it holds since the rollover."""
+            """Java has checkpointed records of two of the rollover's children it holds."""
             with monitor.lock:
                 held = {k for k, lease in monitor.latest.items()
                         if lease.owner == JAVA and str(lease.checkpoint) != "SHARD_END"}
             entries = recorded(out / "records")
             java = {e["_pid"] for e in entries if e.get("event") == "initialize" and e["host"] == JAVA}
             done = {e["_shard"] for e in entries if e.get("event") == "checkpoint" and e["_pid"] in java
-                    and e["error"] is None and e["seq"] is not None and e["at"] > rolled}
-            return len(held & done) >= 2
+                    and e["error"] is None and e["seq"] is not None}
+            return len(held & done & children) >= 2
 
         wait_until(lambda: holding((JAVA, *KCLMP), 1) and java_checkpointed(), 60,
                    "the children spread again, the Java worker checkpointing two of its own", 0.5)
@@ -196,7 +198,7 @@ def main(out: Path) -> int:
                   for record in drain(streams, arn, shard["ShardId"])[0]]
         emulator.stop()
     result = {
-        "failure": failure, "phases": phases, "exits": exits, "changes": writer.puts, "stream": stream,
+        "failure": failure, "phases": phases, "rollovers": rollovers, "exits": exits, "changes": writer.puts, "stream": stream,
         "history": monitor.history, "backwards": monitor.backwards, "rows": rows,
         "settings": {"app": APP, "failover_s": FAILOVER_MS / 1000, "java": JAVA, "kclmp": list(KCLMP), "shards": SHARDS,
                      "balance_bound_s": BALANCE_BOUND_S},
