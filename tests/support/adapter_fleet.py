@@ -14,7 +14,8 @@ the default 3.x mode, failover 6 s, an assignment round every 4 s, worker metric
        spread over the three (max - min <= 1); the shards roll over (Java ends some): wait until
        they are spread again and Java has checkpointed two of the children it holds;
     3. SIGTERM the Java worker (it checkpoints what it delivered); wait until the kcl-mp hosts
-       hold all 8; the shards roll over;
+       hold all 8 and run processors on two of the children Java checkpointed; the shards roll
+       over;
     4. SIGTERM both kcl-mp hosts, start the Java worker again: wait until it holds all 8;
        the shards roll over;
     5. stop the writer; wait until every change was delivered; stop the Java worker.
@@ -151,25 +152,36 @@ def main(out: Path) -> int:
         time.sleep(3)
         children = rollover()
 
-        def java_checkpointed() -> bool:
-            """Java has checkpointed records of two of the rollover's children it holds."""
+        def java_checkpointed() -> set[str]:
+            """The rollover's children Java holds and has checkpointed records of."""
             with monitor.lock:
                 held = {k for k, lease in monitor.latest.items()
                         if lease.owner == JAVA and str(lease.checkpoint) != "SHARD_END"}
             entries = recorded(out / "records")
-            java = {e["_pid"] for e in entries if e.get("event") == "initialize" and e["host"] == JAVA}
+            java = started_by(entries, (JAVA,), 0)
             done = {e["_shard"] for e in entries if e.get("event") == "checkpoint" and e["_pid"] in java
                     and e["error"] is None and e["seq"] is not None}
-            return len(held & done & children) >= 2
+            return held & done & children
 
-        wait_until(lambda: holding((JAVA, *KCLMP), 1) and java_checkpointed(), 60,
+        wait_until(lambda: holding((JAVA, *KCLMP), 1) and len(java_checkpointed()) >= 2, 60,
                    "the children spread again, the Java worker checkpointing two of its own", 0.5)
-        phases["java_stop"] = time.time()
+        javas = java_checkpointed()
+        stopped = phases["java_stop"] = time.time()
         stop(JAVA)
         wait_until(lambda: holding(KCLMP, 8), 60, "the kcl-mp hosts holding all 8 leases", 0.5)
         phases["taken_over"] = time.time()
+
+        def resumed_by_kclmp() -> set[str]:
+            entries = recorded(out / "records")
+            return javas & {e["_shard"] for e in entries if e["_pid"] in started_by(entries, KCLMP, stopped)}
+
+        # a child waits for its parent, which Java ended, until its host re-reads the parent's
+        # lease (parentShardPollIntervalMillis, 10 s, as Java)
+        wait_until(lambda: len(resumed_by_kclmp()) >= 2, 30,
+                   "kcl-mp processors on two of the shards the Java worker had checkpointed", 0.5)
+        phases["resumed"] = time.time()
         rollover()
-        time.sleep(4)
+        time.sleep(2)
         phases["kclmp_stop"] = time.time()
         with ThreadPoolExecutor(len(KCLMP)) as pool:  # both at once: neither takes the other's leases
             list(pool.map(stop, KCLMP))
@@ -205,6 +217,11 @@ def main(out: Path) -> int:
     }
     (out / "result.json").write_text(json.dumps(result))
     return 0
+
+
+def started_by(entries: list[dict], hosts: tuple[str, ...], since: float) -> set[int]:
+    """The processors (their files' numbers) ``hosts`` started after ``since``."""
+    return {e["_pid"] for e in entries if e.get("event") == "initialize" and e["host"] in hosts and e["at"] > since}
 
 
 def delivered_changes(out: Path) -> set[tuple[str, str]]:
