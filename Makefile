@@ -13,7 +13,7 @@ NODE_PROCESSOR := kcl_mp/processors/nodejs/node_modules/aws-kcl/package.json
 # The jars beside PySpark's for s3a:// paths (examples/spark/jars.pom.xml: 35 jars, 13 MB).
 SPARK_JARS := .cache/spark-jars/.pinned
 
-.PHONY: demo spark-demo spark-jars mvn lint test unit integration e2e bench bench-scale bench-protocol bench-balance bench-faults bench-throughput clean jq java
+.PHONY: demo spark-demo spark-jars java-peers jdk mvn lint test unit integration e2e bench bench-scale bench-protocol bench-balance bench-faults bench-throughput clean jq java
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,12 +54,12 @@ java:
 	    echo "installing Java 17 (Debian) for PySpark"; apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
 	  else echo "Java 17+ is needed by the Spark pipeline's tests: apt-get install openjdk-17-jre-headless" >&2; exit 1; fi; }
 
-# Maven, for the Spark jars (Debian's package; installed when running as root).
+# Maven, for the Spark jars and the Java peers (Debian's package; installed when running as root).
 mvn:
 	@command -v mvn >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing Maven (Debian) for the Spark jars"; apt-get update -qq && apt-get install -y -qq maven >/dev/null; \
-	  else echo "Maven is needed for the Spark jars: apt-get install maven" >&2; exit 1; fi; }
+	    echo "installing Maven (Debian) for the Spark jars and the Java peers"; apt-get update -qq && apt-get install -y -qq maven >/dev/null; \
+	  else echo "Maven is needed for the Spark jars and the Java peers: apt-get install maven" >&2; exit 1; fi; }
 
 ## spark-jars: the pinned S3A jars into .cache/spark-jars (once; seconds with a warm ~/.m2, 13 MB)
 spark-jars: $(SPARK_JARS)
@@ -68,7 +68,26 @@ $(SPARK_JARS): examples/spark/jars.pom.xml | mvn
 	mvn -B -q -f examples/spark/jars.pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(@D)
 	touch $@
 
-install: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS)
+# A JDK (javac), for the Java peers' sources (Debian's package; installed when running as root).
+jdk:
+	@command -v javac >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing the Java 17 JDK (Debian) for the Java peers"; apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless >/dev/null; \
+	  else echo "javac (JDK 17+) is needed for the Java peers: apt-get install openjdk-17-jdk-headless" >&2; exit 1; fi; }
+
+# The Java programs the tests run beside kcl-mp, one Maven project each: tests/java/PEER/pom.xml
+# pins what it resolves from Maven Central, and `mvn package` leaves its jar and lib/ (every
+# dependency's jar) in .cache/java/PEER (kcl_mp.devtools.java_daemon.peer_classpath). Built once;
+# again when a pom or a Java source changes (seconds with a warm ~/.m2).
+JAVA_PEERS := $(patsubst tests/java/%/pom.xml,.cache/java/%/.pinned,$(wildcard tests/java/*/pom.xml))
+## java-peers: the Java peers of the tests (tests/java/*/pom.xml) into .cache/java
+java-peers: $(JAVA_PEERS)
+.cache/java/%/.pinned: tests/java/%/pom.xml $(shell find tests/java -name '*.java') | mvn jdk
+	rm -rf $(@D)
+	mvn -B -q -f tests/java/$*/pom.xml package
+	touch $@
+
+install: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS) $(JAVA_PEERS)
 
 ## spark-demo: the pipeline end to end on the embedded default: kcl-mp + the sink, the landing source into Delta, a query
 spark-demo: $(SPARK_STAMP) java
@@ -92,7 +111,7 @@ PARALLEL ?= 3
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
 ## test: the lint, then every test (PARALLEL=3 at a time, the timing tests alone, the two fault runs side by side)
-test: lint $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS)
+test: lint $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS) $(JAVA_PEERS)
 	$(PYTEST) -m "not timing and not paired" -n $(PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/parallel.xml) $(PYTEST_ARGS)
 	$(PYTEST) -m timing $(if $(JUNIT),--junitxml=$(JUNIT)/timing.xml) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(PYTEST) -m paired -n 2 $(if $(JUNIT),--junitxml=$(JUNIT)/paired.xml) $(PYTEST_ARGS) || [ $$? -eq 5 ]
@@ -103,7 +122,7 @@ unit: lint $(STAMP)
 integration: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS)
 	$(BIN)/python -m pytest -q tests/integration $(PYTEST_ARGS)
 
-e2e: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS)
+e2e: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS) $(JAVA_PEERS)
 	$(BIN)/python -m pytest -q tests/e2e $(PYTEST_ARGS)
 
 BENCH_STAMP := $(VENV)/.bench-installed

@@ -9,6 +9,10 @@ Java 17+ from the machine. Two facts make it run against a loopback emulator:
 - KCL 3.x calls the EC2 metadata address at every start, whatever
   AWS_EC2_METADATA_DISABLED says, so it must run in a network namespace with only
   loopback up: ``in_loopback_namespace`` re-runs a command there.
+
+Other Java programs (the DynamoDB Streams adapter's consumer; newer KCL daemons) are Maven
+projects under tests/java/, built by ``make java-peers`` into .cache/java/PEER:
+``peer_command`` runs one.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from kcl_mp.errors import ConfigError
 
 MAIN_CLASS = "software.amazon.kinesis.multilang.MultiLangDaemon"
 NETNS_ENV = "KCLMP_IN_LOOPBACK_NETNS"  # set inside the namespace
+PEERS = Path(__file__).resolve().parents[2] / ".cache" / "java"  # make java-peers
 
 
 def command(properties: str | Path) -> list[str]:
@@ -31,10 +36,24 @@ def command(properties: str | Path) -> list[str]:
         import amazon_kclpy
     except ImportError as exc:
         raise ConfigError("the Java daemon's jars come with PyPI's kclpy-ext: pip install kclpy-ext") from exc
-    if shutil.which("java") is None:
-        raise ConfigError("java (17+) is needed to run the Java daemon (Debian: openjdk-17-jre-headless)")
+    _require_java()
     jars = Path(amazon_kclpy.__file__).parent / "jars"
     return ["java", "-Daws.cborEnabled=false", "-cp", f"{jars}/*", MAIN_CLASS, "--properties-file", str(properties)]
+
+
+def peer_command(peer: str, main_class: str, *args: str) -> list[str]:
+    """The command line running ``main_class`` of the Java peer built from
+    tests/java/``peer``/pom.xml: its jar and its dependencies' on the class path."""
+    home = PEERS / peer
+    if not (home / ".pinned").exists():
+        raise ConfigError(f"the Java peer {peer} is not built in {home}: make java-peers")
+    _require_java()
+    return ["java", "-cp", f"{home}/*:{home}/lib/*", main_class, *args]
+
+
+def _require_java() -> None:
+    if shutil.which("java") is None:
+        raise ConfigError("java (17+) is needed to run the Java daemon (Debian: openjdk-17-jre-headless)")
 
 
 def inside_namespace() -> bool:

@@ -157,7 +157,7 @@ class Exporter:
         self.state: dict[str, Any] = {}
         self.received_at: float | None = None
         self.info = {"worker": config.worker_id, "application": config.application_name,
-                     "stream": config.stream_name}
+                     "stream": config.stream_name, "stream_kind": config.stream_kind.value}
 
     def apply(self, samples: Samples, gauges: dict[str, dict[str, float]], state: dict, leases: Iterable[str],
               now: float) -> None:

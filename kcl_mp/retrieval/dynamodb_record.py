@@ -10,9 +10,13 @@ writes the same bytes:
   StreamViewType}, userIdentity{principalId, type}), nulls left out, no spaces;
 - ApproximateCreationDateTime in epoch *milliseconds* (the API and Lambda use seconds);
 - attribute values in DynamoDB JSON (S, N, B as base64, BOOL, NULL, SS, NS, BS, M, L, in that
-  order of kinds), the attributes of a map in the order Java's ``HashMap`` iterates them: the
-  AWS SDK for Java 2 reads a map into ``new HashMap<>(size)`` and the adapter writes it in that
-  order (the adapter's own tests build theirs with ``new HashMap<>()``: ``presized=False``);
+  order of kinds), the attributes of a map in the order the service sent them, and an image
+  the record lacks (no OldImage on an INSERT, no NewImage on a REMOVE) as ``{}``: what the
+  adapter 2.0.1 on the AWS SDK for Java 2.32 writes, seen by running it beside kcl-mp
+  (tests/e2e/test_dynamodb_streams_java_adapter.py); its own serializer tests build their
+  records from ``HashMap`` s, whose order they then show;
+- for the 1.x daemon's records (``v1``): maps in the order ``new HashMap<>(size)`` iterates
+  them and a missing image left out, as read from the 1.x source (SDK for Java 1), not run;
 - strings escaped as Jackson escapes them (control characters as ``\\u00XX`` in upper case,
   everything else as UTF-8).
 """
@@ -22,7 +26,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -49,16 +53,16 @@ def _table_size_for(n: int) -> int:
     return size
 
 
-def java_hashmap_order(keys: Iterable[str], presized: bool = True) -> list[str]:
-    """The order ``HashMap`` iterates ``keys`` put in this order: by bucket at the final capacity
-    (the hash XOR its upper 16 bits, masked), ties in insertion order (buckets keep it through
-    resizes). ``presized``: made as ``new HashMap<>(len(keys))``, else ``new HashMap<>()``.
+def java_hashmap_order(keys: Iterable[str]) -> list[str]:
+    """The order ``new HashMap<>(len(keys))`` iterates ``keys`` put in this order: by bucket at
+    the final capacity (the hash XOR its upper 16 bits, masked), ties in insertion order
+    (buckets keep it through resizes).
 
     >>> java_hashmap_order(["id", "name", "age"])
     ['name', 'age', 'id']
     """
     keys = list(keys)
-    capacity = _table_size_for(len(keys)) if presized else 16
+    capacity = _table_size_for(len(keys))
     threshold = int(capacity * 0.75)
     for size in range(1, len(keys) + 1):
         if size > threshold:
@@ -76,7 +80,10 @@ def _binary(value: bytes | bytearray | memoryview | str) -> str:
     return value if isinstance(value, str) else base64.b64encode(bytes(value)).decode("ascii")
 
 
-def attribute_value(value: Mapping[str, Any], presized: bool) -> dict[str, Any]:
+Order = Callable[[Iterable[str]], list[str]]  # the order a map's attributes are written in
+
+
+def attribute_value(value: Mapping[str, Any], order: Order) -> dict[str, Any]:
     """One AttributeValue in the adapter's order of kinds; binary as base64 (boto3 gives bytes)."""
     out: dict[str, Any] = {}
     if "S" in value:
@@ -96,14 +103,14 @@ def attribute_value(value: Mapping[str, Any], presized: bool) -> dict[str, Any]:
     if "BS" in value:
         out["BS"] = [_binary(b) for b in value["BS"]]
     if "M" in value:
-        out["M"] = attribute_map(value["M"], presized)
+        out["M"] = attribute_map(value["M"], order)
     if "L" in value:
-        out["L"] = [attribute_value(v, presized) for v in value["L"]]
+        out["L"] = [attribute_value(v, order) for v in value["L"]]
     return out
 
 
-def attribute_map(values: Mapping[str, Any], presized: bool) -> dict[str, Any]:
-    return {key: attribute_value(values[key], presized) for key in java_hashmap_order(values, presized)}
+def attribute_map(values: Mapping[str, Any], order: Order) -> dict[str, Any]:
+    return {key: attribute_value(values[key], order) for key in order(values)}
 
 
 def epoch_millis(value: Any) -> int:
@@ -113,8 +120,10 @@ def epoch_millis(value: Any) -> int:
     return int(Decimal(str(value)) * 1000)
 
 
-def adapter_record(record: Mapping[str, Any], presized: bool = True) -> dict[str, Any]:
-    """The adapter's JSON object of one GetRecords record, as a dict in its field order."""
+def adapter_record(record: Mapping[str, Any], v1: bool = False) -> dict[str, Any]:
+    """The adapter's JSON object of one GetRecords record, as a dict in its field order (``v1``:
+    the 1.x daemon's)."""
+    order: Order = java_hashmap_order if v1 else list
     out: dict[str, Any] = {}
     for name in ("eventID", "eventName", "eventVersion", "eventSource", "awsRegion"):
         if record.get(name) is not None:
@@ -126,7 +135,9 @@ def adapter_record(record: Mapping[str, Any], presized: bool = True) -> dict[str
             body["ApproximateCreationDateTime"] = epoch_millis(stream["ApproximateCreationDateTime"])
         for name in ("Keys", "NewImage", "OldImage"):
             if stream.get(name) is not None:
-                body[name] = attribute_map(stream[name], presized)
+                body[name] = attribute_map(stream[name], order)
+            elif not v1:
+                body[name] = {}  # the SDK for Java 2's empty map for a missing one, which Jackson writes
         if stream.get("SequenceNumber") is not None:
             body["SequenceNumber"] = stream["SequenceNumber"]
         if stream.get("SizeBytes") is not None:
@@ -142,8 +153,8 @@ def adapter_record(record: Mapping[str, Any], presized: bool = True) -> dict[str
     return out
 
 
-def adapter_json(record: Mapping[str, Any], presized: bool = True) -> bytes:
+def adapter_json(record: Mapping[str, Any], v1: bool = False) -> bytes:
     """The bytes the adapter puts in ``data`` for this record (Jackson's compact UTF-8 JSON)."""
-    text = json.dumps(adapter_record(record, presized), ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(adapter_record(record, v1), ensure_ascii=False, separators=(",", ":"))
     return _ESCAPES.sub(lambda m: m.group(0) if m.group(1) is None else "\\u00" + m.group(1).upper(),
                         text).encode("utf-8")

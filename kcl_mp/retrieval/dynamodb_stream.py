@@ -176,7 +176,7 @@ class DynamoDBStream:
     def _kinesis_shaped(self, record: dict[str, Any]) -> dict[str, Any]:
         stream = record["dynamodb"]
         sequence = stream["SequenceNumber"]
-        return {"SequenceNumber": sequence, "Data": base64.b64encode(adapter_json(record)).decode("ascii"),
+        return {"SequenceNumber": sequence, "Data": base64.b64encode(adapter_json(record, self.v1)).decode("ascii"),
                 "PartitionKey": "" if self.v1 else sequence,
                 "ApproximateArrivalTimestamp": stream.get("ApproximateCreationDateTime")}
 

@@ -5,7 +5,6 @@ both KCL modes; the start-up errors; ``kcl-mp --embedded`` with a DynamoDB strea
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -20,8 +19,8 @@ from ..support.harness import (
     ROOT,
     Daemon,
     base_properties,
+    changes_delivered,
     recorded,
-    records_only,
     wait_until,
     write_properties,
 )
@@ -115,24 +114,6 @@ def _owners(dynamodb, app: str) -> set[str]:
             if "leaseOwner" in item and item.get("checkpoint", {}).get("S") != "SHARD_END"}
 
 
-def _delivered(out: Path) -> list[dict]:
-    """Every record delivered, oldest first, with its change decoded and the host that got it."""
-    entries = recorded(out)
-    hosts = {e["_pid"]: e["host"] for e in entries if e.get("event") == "initialize"}
-    got = []
-    for entry in sorted(records_only(entries), key=lambda e: e["at"]):
-        change = json.loads(entry["data"])
-        image = change["dynamodb"].get("NewImage") or {}
-        name = change["eventName"]
-        if name == "MODIFY":
-            name = f"MODIFY {image['v']['N']}"
-        elif name == "REMOVE" and change.get("userIdentity", {}).get("type") == "Service":
-            name = "REMOVE ttl"
-        got.append({**entry, "key": change["dynamodb"]["Keys"]["pk"]["S"], "change": name,
-                    "host": hosts.get(entry["_pid"])})
-    return got
-
-
 @pytest.mark.parametrize("mode", ["CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X"])
 def test_every_change_arrives_once_in_order_across_rollovers_and_a_host_sigkill(
         mode, tmp_path, moto_url, dynamodb, steer, unique_name):
@@ -155,7 +136,7 @@ def test_every_change_arrives_once_in_order_across_rollovers_and_a_host_sigkill(
         for round_ in range(1, 60):
             expected += _write(dynamodb, table, [round_])
             time.sleep(1.0)
-            if "a" in {d["host"] for d in _delivered(out)} and "a" in _owners(dynamodb, app):
+            if "a" in {d["host"] for d in changes_delivered(out)} and "a" in _owners(dynamodb, app):
                 break
         else:
             raise AssertionError("host a never delivered records while holding an open lease")
@@ -168,14 +149,14 @@ def test_every_change_arrives_once_in_order_across_rollovers_and_a_host_sigkill(
             dynamodb.delete_item(TableName=table, Key={"pk": {"S": key}})
             expected.append((key, "REMOVE ttl" if KEYS.index(key) % 3 == 0 else "REMOVE"))
         steer(action="rollover", table=table)
-        wait_until(lambda: {(d["key"], d["change"]) for d in _delivered(out)} >= set(expected), 90,
+        wait_until(lambda: {(d["key"], d["change"]) for d in changes_delivered(out)} >= set(expected), 90,
                    f"all {len(expected)} changes delivered after host a's SIGKILL")
         hosts["b"].stop_gracefully()
     finally:
         for daemon in hosts.values():
             daemon.kill()
 
-    delivered = _delivered(out)
+    delivered = changes_delivered(out)
     first: dict[str, dict] = {}
     for entry in delivered:
         first.setdefault(entry["seq"], entry)
@@ -225,13 +206,13 @@ def test_a_lease_table_written_by_the_1x_streams_daemon_is_taken_over_from_its_c
     props = _properties(tmp_path, moto_url, arn, app, "streamName", **{"kclmp.dynamodbRecordFormat": "ADAPTER_V1"})
     daemon = Daemon(props, tmp_path / "run.log", env={"RECORDER_DIR": str(out), "RECORDER_HOST": "kcl-mp"})
     try:
-        wait_until(lambda: len(_delivered(out)) >= len(KEYS) - 5, 60, "the child's records after its checkpoint")
+        wait_until(lambda: len(changes_delivered(out)) >= len(KEYS) - 5, 60, "the child's records after its checkpoint")
         _write(dynamodb, table, [2])
-        wait_until(lambda: len(_delivered(out)) >= 2 * len(KEYS) - 5, 60, "the records written after the takeover")
+        wait_until(lambda: len(changes_delivered(out)) >= 2 * len(KEYS) - 5, 60, "the records written after the takeover")
         daemon.stop_gracefully()
     finally:
         daemon.kill()
-    delivered = _delivered(out)
+    delivered = changes_delivered(out)
     assert [d["seq"] for d in delivered[:len(KEYS) - 5]] == in_child[5:], "exactly what follows the checkpoint"
     assert [d["change"] for d in delivered] == ["MODIFY 1"] * (len(KEYS) - 5) + ["MODIFY 2"] * len(KEYS)
     assert all(d["pk"] is None and d["sub"] is None for d in delivered)  # the 1.x daemon's record shape

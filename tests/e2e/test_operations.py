@@ -96,7 +96,8 @@ def test_metrics_health_and_logs_while_a_host_dies(moto_url, kinesis, unique_nam
         first = scrape(a)
         assert value(first, "kclmp_total_leases") == SHARDS and value(first, "kclmp_total_shards") == SHARDS
         assert value(first, "kclmp_workers") == 2 and value(first, "kclmp_unclaimed_leases") == 0
-        assert value(first, "kclmp_info", worker="host-a", application=unique_name, stream=stream) == 1
+        assert value(first, "kclmp_info", worker="host-a", application=unique_name, stream=stream,
+                     stream_kind="kinesis") == 1
         mine = set(per_shard(first, "kclmp_lease_records_total"))
         assert len(mine) == 2, first
         time.sleep(2.5)

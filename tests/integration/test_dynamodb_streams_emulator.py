@@ -17,14 +17,19 @@ from kcl_mp.embedded.dynamodb_streams import ADMIN_PATH, Settings
 pytestmark = pytest.mark.integration
 
 
+def admin(url: str, **body):
+    """POSTs an admin action to the emulator at ``url``; its answer."""
+    request = urllib.request.Request(url + ADMIN_PATH, json.dumps(body).encode(), method="POST")
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
 @pytest.fixture
 def steer(moto_url):
     """POSTs an admin action; the emulator's settings are put back after the test."""
 
     def post(**body):
-        request = urllib.request.Request(moto_url + ADMIN_PATH, json.dumps(body).encode(), method="POST")
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return json.loads(answer.read())
+        return admin(moto_url, **body)
 
     yield post
     post(action="configure", **Settings().__dict__)

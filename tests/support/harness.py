@@ -157,6 +157,26 @@ def records_only(entries: list[dict]) -> list[dict]:
     return [e for e in entries if "event" not in e]
 
 
+def changes_delivered(out: Path) -> list[dict]:
+    """Every record of a DynamoDB stream delivered, oldest first, with its change decoded
+    (``key``: the item's ``pk``, ``change``: INSERT, MODIFY n (its ``v``), REMOVE or REMOVE ttl)
+    and the host that got it."""
+    entries = recorded(out)
+    hosts = {e["_pid"]: e["host"] for e in entries if e.get("event") == "initialize"}
+    got = []
+    for entry in sorted(records_only(entries), key=lambda e: e["at"]):
+        change = json.loads(entry["data"])
+        image = change["dynamodb"].get("NewImage") or {}
+        name = change["eventName"]
+        if name == "MODIFY":
+            name = f"MODIFY {image['v']['N']}"
+        elif name == "REMOVE" and change.get("userIdentity", {}).get("type") == "Service":
+            name = "REMOVE ttl"
+        got.append({**entry, "key": change["dynamodb"]["Keys"]["pk"]["S"], "change": name,
+                    "host": hosts.get(entry["_pid"])})
+    return got
+
+
 class BackgroundProducer(threading.Thread):
     """Calls ``put(n)`` for n = 0, 1, 2... every ``every_s`` until stopped, keeping what each
     call returns (the puts Kinesis reported); an error ends it and ``finish`` raises it."""

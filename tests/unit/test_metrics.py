@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kcl_mp import logs
 from kcl_mp.config import LeaseSettings
+from kcl_mp.config.settings import StreamKind
 from kcl_mp.leases.balance import figures
 from kcl_mp.leases.lease import Lease
 from kcl_mp.metrics.catalogue import (
@@ -182,7 +183,7 @@ def _scrape(exporter: Exporter) -> dict:
 
 
 class _Config:
-    worker_id, application_name, stream_name = "w-1", "app", "stream"
+    worker_id, application_name, stream_name, stream_kind = "w-1", "app", "stream", StreamKind.DYNAMODB
 
 
 def test_exporter_sums_counters_shows_gauges_and_forgets_leases_no_longer_held():
@@ -205,7 +206,8 @@ def test_exporter_sums_counters_shows_gauges_and_forgets_leases_no_longer_held()
     assert shown[("kclmp_lease_renewals_total", ())] == 2 and shown[("kclmp_lease_renewals_failed_total", ())] == 1
     assert shown[("kclmp_leases_held", ())] == 1
     assert ("kclmp_worker_leases", (("worker", "w-1"),)) not in shown, "gauges are the latest view only"
-    assert shown[("kclmp_info", (("application", "app"), ("stream", "stream"), ("worker", "w-1")))] == 1
+    assert shown[("kclmp_info", (("application", "app"), ("stream", "stream"), ("stream_kind", "dynamodb"),
+                                 ("worker", "w-1")))] == 1
 
 
 def test_fleet_view_counts_open_unclaimed_and_per_worker():

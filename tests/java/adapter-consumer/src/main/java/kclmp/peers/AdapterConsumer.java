@@ -1,0 +1,120 @@
+package kclmp.peers;
+
+import com.amazonaws.services.dynamodbv2.streamsadapter.AmazonDynamoDBStreamsAdapterClient;
+import com.amazonaws.services.dynamodbv2.streamsadapter.StreamsSchedulerFactory;
+import com.amazonaws.services.dynamodbv2.streamsadapter.polling.DynamoDBStreamsPollingConfig;
+import java.net.URI;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+import software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider;
+import software.amazon.awssdk.regions.Region;
+import software.amazon.awssdk.services.cloudwatch.CloudWatchAsyncClient;
+import software.amazon.awssdk.services.dynamodb.DynamoDbAsyncClient;
+import software.amazon.awssdk.services.dynamodb.streams.DynamoDbStreamsClient;
+import software.amazon.kinesis.common.ConfigsBuilder;
+import software.amazon.kinesis.common.InitialPositionInStream;
+import software.amazon.kinesis.common.InitialPositionInStreamExtended;
+import software.amazon.kinesis.coordinator.Scheduler;
+import software.amazon.kinesis.leases.LeaseManagementConfig;
+import software.amazon.kinesis.metrics.NullMetricsFactory;
+import software.amazon.kinesis.retrieval.RetrievalConfig;
+
+/**
+ * One worker of a DynamoDB Streams Kinesis Adapter 2.x application, as a user writes it: a KCL 3.x
+ * Scheduler from {@link StreamsSchedulerFactory} in its default (3.x) mode, on one table's stream,
+ * every client pointed at one endpoint (the tests' emulator), credentials from the environment.
+ *
+ * <pre>java -cp ... kclmp.peers.AdapterConsumer endpoint=http://127.0.0.1:PORT streamArn=ARN
+ *     application=APP worker=ID failoverMillis=6000 assignmentMillis=4000 reportMillis=30000 idleMillis=500
+ *     checkpointEvery=20 out=DIR [region=us-east-1]</pre>
+ *
+ * <p>Each processor records what it gets into DIR as the tests' Python recorder does
+ * ({@link Recorder}). SIGTERM shuts the Scheduler down gracefully (each processor checkpoints
+ * what it delivered) for at most 10 s, then the JVM exits 143.
+ */
+public final class AdapterConsumer {
+    private static final Set<String> REQUIRED = Set.of("endpoint", "streamArn", "application", "worker",
+            "failoverMillis", "assignmentMillis", "reportMillis", "idleMillis", "checkpointEvery", "out");
+
+    private AdapterConsumer() {}
+
+    public static void main(String[] args) throws Exception {
+        Map<String, String> arg = arguments(args);
+        URI endpoint = URI.create(arg.get("endpoint"));
+        Region region = Region.of(arg.getOrDefault("region", "us-east-1"));
+        String streamArn = arg.get("streamArn");
+        EnvironmentVariableCredentialsProvider credentials = EnvironmentVariableCredentialsProvider.create();
+
+        DynamoDbStreamsClient streams = DynamoDbStreamsClient.builder()
+                .endpointOverride(endpoint).region(region).credentialsProvider(credentials).build();
+        AmazonDynamoDBStreamsAdapterClient adapter = new AmazonDynamoDBStreamsAdapterClient(streams, region);
+        DynamoDbAsyncClient dynamodb = DynamoDbAsyncClient.builder()
+                .endpointOverride(endpoint).region(region).credentialsProvider(credentials).build();
+        CloudWatchAsyncClient cloudwatch = CloudWatchAsyncClient.builder()
+                .endpointOverride(endpoint).region(region).credentialsProvider(credentials).build();
+
+        String worker = arg.get("worker");
+        Path out = Path.of(arg.get("out"));
+        int every = Integer.parseInt(arg.get("checkpointEvery"));
+        ConfigsBuilder configs = new ConfigsBuilder(
+                StreamsSchedulerFactory.createSingleStreamTracker(streamArn,
+                        InitialPositionInStreamExtended.newInitialPosition(InitialPositionInStream.TRIM_HORIZON)),
+                arg.get("application"), adapter, dynamodb, cloudwatch, worker,
+                () -> new Recorder(out, worker, every));
+        // ConfigsBuilder makes a new config object at each call: keep the one changed. The
+        // adapter 2.0.1 sets shardSyncIntervalMillis to 0 after its lease management factory has
+        // copied it (2.1 dropped the line), so a worker starting on an empty table would sleep the
+        // default 60 s after its first shard sync: set it first, as the adapter means it.
+        LeaseManagementConfig leases = configs.leaseManagementConfig()
+                .shardSyncIntervalMillis(0)
+                .failoverTimeMillis(Long.parseLong(arg.get("failoverMillis")))
+                .leaseAssignmentIntervalMillis(Long.parseLong(arg.get("assignmentMillis")));
+        // how often it writes its worker metrics; as leader, a worker not heard of for two periods is gone
+        leases.workerUtilizationAwareAssignmentConfig()
+                .workerMetricsReporterFreqInMillis(Long.parseLong(arg.get("reportMillis")));
+        DynamoDBStreamsPollingConfig polling = new DynamoDBStreamsPollingConfig(streamArn, adapter)
+                .idleTimeBetweenReadsInMillis(Long.parseLong(arg.get("idleMillis")));
+        RetrievalConfig retrieval = configs.retrievalConfig().retrievalSpecificConfig(polling);
+
+        Scheduler scheduler = StreamsSchedulerFactory.createScheduler(
+                configs.checkpointConfig(), configs.coordinatorConfig(), leases,
+                configs.lifecycleConfig(), configs.metricsConfig().metricsFactory(new NullMetricsFactory()),
+                configs.processorConfig(), retrieval, adapter);
+        // KCL 3.1's graceful shutdown can wait for ever on a processor that never gets its
+        // shutdown notification (one waiting on its parent shard), renewing and taking leases
+        // meanwhile: give it 10 s, then the JVM exits (what it delivered since its last
+        // checkpoint is delivered again by the next owner).
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            try {
+                scheduler.startGracefulShutdown().get(10, TimeUnit.SECONDS);
+            } catch (Exception e) {
+                System.err.println("graceful shutdown of " + worker + " did not finish: " + e);
+            }
+        }, "graceful-shutdown"));
+        scheduler.run();
+    }
+
+    /** key=value arguments; an unknown or missing key is an error naming it. */
+    private static Map<String, String> arguments(String[] args) {
+        Map<String, String> out = new TreeMap<>();
+        for (String arg : args) {
+            String[] pair = arg.split("=", 2);
+            if (pair.length != 2 || !(REQUIRED.contains(pair[0]) || pair[0].equals("region"))) {
+                throw new IllegalArgumentException("unknown argument " + arg + ": expected key=value, keys "
+                        + REQUIRED + " and region");
+            }
+            out.put(pair[0], pair[1]);
+        }
+        for (String key : REQUIRED) {
+            if (!out.containsKey(key)) {
+                throw new IllegalArgumentException("missing argument " + key + "=... (got " + Arrays.toString(args)
+                        + ")");
+            }
+        }
+        return out;
+    }
+}

@@ -1,0 +1,24 @@
+"""The Java peers' command lines (kcl_mp.devtools.java_daemon): what `make java-peers` built,
+and a clear error naming the target when it did not."""
+
+from __future__ import annotations
+
+import pytest
+
+from kcl_mp.devtools import java_daemon
+from kcl_mp.errors import ConfigError
+
+
+def test_a_built_peer_runs_its_jar_beside_its_dependencies(tmp_path, monkeypatch):
+    home = tmp_path / "adapter-consumer"
+    home.mkdir()
+    (home / ".pinned").touch()
+    monkeypatch.setattr(java_daemon, "PEERS", tmp_path)
+    argv = java_daemon.peer_command("adapter-consumer", "kclmp.peers.AdapterConsumer", "worker=java-1")
+    assert argv == ["java", "-cp", f"{home}/*:{home}/lib/*", "kclmp.peers.AdapterConsumer", "worker=java-1"]
+
+
+def test_a_peer_not_built_names_the_make_target(tmp_path, monkeypatch):
+    monkeypatch.setattr(java_daemon, "PEERS", tmp_path)
+    with pytest.raises(ConfigError, match="the Java peer adapter-consumer is not built in .*: make java-peers"):
+        java_daemon.peer_command("adapter-consumer", "kclmp.peers.AdapterConsumer")
