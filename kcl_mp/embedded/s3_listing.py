@@ -8,9 +8,11 @@ its names sorted (kept up to date as moto adds and removes keys, built at its fi
 listing), and a listing with a prefix hands moto a view of the bucket holding only the keys
 under the prefix and, for a V2 listing from StartAfter or a continuation token, only those
 after it (moto drops every key and common prefix at or before it anyway: a common prefix
-sorts before the keys it stands for), found by bisection; everything else (delimiters,
-delete markers, StartAfter, continuation, truncation) stays moto's own code, so the answers
-are moto's. A reader listing what is new under a shard then costs what is new, as on S3.
+sorts before the keys it stands for), found by bisection; with a delimiter, one key of each
+common prefix stands for all of them (moto makes the same common prefix of any of them, a
+delete marker's too). Everything else (delimiters, delete markers, StartAfter, continuation,
+truncation) stays moto's own code, so the answers are moto's. Listing what is new under a
+shard, or the shards under a stream, then costs what it returns, as on S3.
 """
 
 from __future__ import annotations
@@ -31,10 +33,10 @@ def _sorted_names(store: Any) -> list[str]:
 
 
 class _PrefixView:
-    """What moto's ``list_objects`` reads of a bucket (``keys``), narrowed to one prefix and
-    to the names after ``after``."""
+    """What moto's ``list_objects`` reads of a bucket (``keys``), narrowed to one prefix, to
+    the names after ``after``, and with a delimiter to one name per common prefix."""
 
-    def __init__(self, store: Any, prefix: str, after: str | None = None):
+    def __init__(self, store: Any, prefix: str, after: str | None = None, delimiter: str | None = None):
         from moto.s3.utils import _VersionedKeyStore
 
         self.keys = _VersionedKeyStore()
@@ -42,8 +44,14 @@ class _PrefixView:
             names = _sorted_names(store)
             at = bisect.bisect_right(names, after) if after and after > prefix else bisect.bisect_left(names, prefix)
             while at < len(names) and names[at].startswith(prefix):
-                dict.__setitem__(self.keys, names[at], dict.__getitem__(store, names[at]))
-                at += 1
+                name = names[at]
+                dict.__setitem__(self.keys, name, dict.__getitem__(store, name))
+                cut = name.find(delimiter, len(prefix)) if delimiter else -1
+                if not delimiter or cut < 0:
+                    at += 1
+                    continue
+                folder = name[:cut + len(delimiter)]  # every name under it sorts before its successor
+                at = bisect.bisect_left(names, folder[:-1] + chr(ord(folder[-1]) + 1), at + 1)
 
 
 def install() -> None:
@@ -76,16 +84,17 @@ def install() -> None:
                 if at < len(names) and names[at] == key:
                     del names[at]
 
-    def list_objects(self: Any, bucket: Any, prefix: str | None, *args: Any, **kwargs: Any) -> Any:
-        if prefix and not isinstance(bucket, (FakeTableStorageBucket, _PrefixView)):
-            bucket = _PrefixView(bucket.keys, prefix)
-        return listing(self, bucket, prefix, *args, **kwargs)
+    def list_objects(self: Any, bucket: Any, prefix: str | None, delimiter: str | None = None, *args: Any,
+                     **kwargs: Any) -> Any:
+        if (prefix or delimiter) and not isinstance(bucket, (FakeTableStorageBucket, _PrefixView)):
+            bucket = _PrefixView(bucket.keys, prefix or "", None, delimiter)
+        return listing(self, bucket, prefix, delimiter, *args, **kwargs)
 
     def list_objects_v2(self: Any, bucket: Any, prefix: str | None, delimiter: str | None,
                         continuation_token: str | None, start_after: str | None, max_keys: int) -> Any:
-        if prefix and not isinstance(bucket, FakeTableStorageBucket):
-            after = self._pagination_tokens.get(continuation_token) if continuation_token else start_after
-            bucket = _PrefixView(bucket.keys, prefix, after)
+        after = self._pagination_tokens.get(continuation_token) if continuation_token else start_after
+        if (prefix or delimiter or after) and not isinstance(bucket, FakeTableStorageBucket):
+            bucket = _PrefixView(bucket.keys, prefix or "", after, delimiter)
         return listing_v2(self, bucket, prefix, delimiter, continuation_token, start_after, max_keys)
 
     _VersionedKeyStore.__setitem__ = lambda store, key, value: added(store, key, set_item, value)  # type: ignore[method-assign]

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 KEYS = [f"area/orders/shardId-{s:012d}/{n:06d}-w{n % 3}.parquet" for s in range(4) for n in range(30)] + [
     "area/orders/_spark_metadata/0", "area/orders-archive/x", "area/top.txt", "other/shardId-000000000000/a",
-    "area/orders/shardId-000000000001/nested/deeper.parquet"]
+    "area/orders/shardId-000000000001/nested/deeper.parquet", "area/orders2/z", "area/orders/x/y/z"]
 LISTINGS = [
     {"Prefix": "area/orders/shardId-000000000001/"},
     {"Prefix": "area/orders/shardId-000000000001/", "StartAfter": "area/orders/shardId-000000000001/000017"},
@@ -29,6 +29,11 @@ LISTINGS = [
     {"Prefix": "area/orders/", "Delimiter": "/", "StartAfter": "area/orders/shardId-000000000001/000003"},
     {"Prefix": "area/orders/shardId-000000000003/", "StartAfter": "area/"},
     {"Prefix": "area/orders/shardId-000000000003/", "StartAfter": "zzz"},
+    {"Prefix": "area/", "Delimiter": "/", "StartAfter": "area/orders/shardId-000000000002/000005-w2.parquet"},
+    {"Prefix": "area/orders/", "Delimiter": "/", "MaxKeys": 2},
+    {"Prefix": "area/orders/shardId", "Delimiter": "0"},
+    {"Delimiter": "/", "StartAfter": "area"},
+    {"StartAfter": "area/orders/shardId-000000000003/000028"},
     {"Prefix": "area/", "MaxKeys": 7},
     {"Prefix": "area/orders/shardId-000000000002/", "MaxKeys": 10},
     {"Prefix": "nothing/"},
