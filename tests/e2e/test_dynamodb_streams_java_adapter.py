@@ -120,7 +120,8 @@ def judge(out: Path) -> None:
                 == resume.previous:
             across["kcl-mp after Java" if kinds[0] else "Java after kcl-mp"] += 1
     print(f"processors resumed from the other kind's checkpoint: {dict(across)}")
-    assert across["kcl-mp after Java"] >= 2 and across["Java after kcl-mp"] >= 2, across
+    # one each way proves it (a run has 2-5 and 5-11); asking for two made a slow run's count its floor
+    assert across["kcl-mp after Java"] >= 1 and across["Java after kcl-mp"] >= 1, across
 
     # the lease rows as the adapter keeps them
     rows = result["rows"][settings["app"]]
