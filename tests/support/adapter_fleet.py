@@ -16,9 +16,11 @@ the default 3.x mode, failover 6 s, an assignment round every 4 s, worker metric
     3. SIGTERM the Java worker (it checkpoints what it delivered); wait until the kcl-mp hosts
        hold all 8 and run processors on two of the children Java checkpointed; the shards roll
        over;
-    4. SIGTERM both kcl-mp hosts, start the Java worker again: wait until it holds all 8;
-       the shards roll over;
-    5. stop the writer; wait until every change was delivered; stop the Java worker.
+    4. SIGTERM both kcl-mp hosts, start the Java worker again: wait until it holds all 8 (it
+       leads now); the shards roll over;
+    5. the other order: a kcl-mp host joins the fleet the Java worker leads; wait until Java's
+       assignments spread the 8 over the two (max - min <= 1);
+    6. stop the writer; wait until every change was delivered; stop the Java worker and the host.
 
 Writes OUT_DIR/result.json (the changes written in order, every record the stream holds, the
 lease table's history as a monitor polled it, checkpoints seen going backwards, the phases
@@ -64,6 +66,9 @@ JAVA = "java-1"
 KCLMP = ("kclmp-a", "kclmp-b")
 REPORT_MS = 5000  # worker metrics written every 5 s (Java's default 30 s): a stopped host is gone after 10 s
 BALANCE_BOUND_S = 60.0  # from the Java worker's start to a spread of at most one
+# from a kcl-mp host's start to the Java leader's spread: the leader first ages out the stopped
+# hosts' worker metrics (two report periods) and moves a few leases a round (45 s measured)
+JAVA_LED_BOUND_S = 90.0
 TABLES = {APP: "leaseKey", f"{APP}-CoordinatorState": "key", f"{APP}-WorkerMetricStats": "wid"}
 
 
@@ -191,6 +196,11 @@ def main(out: Path) -> int:
         phases["taken_back"] = time.time()
         rollover()
         time.sleep(3)
+        start(KCLMP[0], kclmp_command(out, emulator.url, arn, KCLMP[0]))
+        phases["kclmp_joins_java"] = time.time()
+        wait_until(lambda: holding((JAVA, KCLMP[0]), 1), JAVA_LED_BOUND_S,
+                   f"the Java worker's assignments spreading the 8 leases over it and {KCLMP[0]}", 0.5)
+        phases["java_led_spread"] = time.time()
         writer.finish()
         phases["written"] = time.time()
         expected = {(key, change) for key, change in writer.puts}
