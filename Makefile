@@ -48,14 +48,17 @@ jq:
 	  else echo "jq is needed by processors/shell: apt-get install jq" >&2; exit 1; fi; }
 
 # Java 17+, for PySpark's local mode in the pipeline's tests (Debian's package; installed when running as root).
-java:
+# The targets that may run apt-get (jq, java, mvn, jdk) come one after another under `make -j`
+# (apt holds one lock), and so do the two Maven builds (one ~/.m2): `make -j3 test` runs them
+# beside pip's and npm's installs.
+java: | jq
 	@java -version >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing Java 17 (Debian) for PySpark"; apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
 	  else echo "Java 17+ is needed by the Spark pipeline's tests: apt-get install openjdk-17-jre-headless" >&2; exit 1; fi; }
 
 # Maven, for the Spark jars and the Java peers (Debian's package; installed when running as root).
-mvn:
+mvn: | java
 	@command -v mvn >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing Maven (Debian) for the Spark jars and the Java peers"; apt-get update -qq && apt-get install -y -qq maven >/dev/null; \
@@ -69,7 +72,7 @@ $(SPARK_JARS): examples/spark/jars.pom.xml | mvn
 	touch $@
 
 # A JDK (javac), for the Java peers' sources (Debian's package; installed when running as root).
-jdk:
+jdk: | mvn
 	@command -v javac >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing the Java 17 JDK (Debian) for the Java peers"; apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless >/dev/null; \
@@ -82,7 +85,7 @@ jdk:
 JAVA_PEERS := $(patsubst tests/java/%/pom.xml,.cache/java/%/.pinned,$(wildcard tests/java/*/pom.xml))
 ## java-peers: the Java peers of the tests (tests/java/*/pom.xml) into .cache/java
 java-peers: $(JAVA_PEERS)
-.cache/java/%/.pinned: tests/java/%/pom.xml $(shell find tests/java -name '*.java') | mvn jdk
+.cache/java/%/.pinned: tests/java/%/pom.xml $(shell find tests/java -name '*.java') | mvn jdk $(SPARK_JARS)
 	rm -rf $(@D)
 	mvn -B -q -f tests/java/$*/pom.xml package
 	touch $@
