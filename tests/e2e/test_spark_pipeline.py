@@ -65,7 +65,7 @@ def spark():
     """Spark in this process, to read the output table as Spark does (its ``_spark_metadata``)."""
     import os
 
-    from .spark_support import SPARK_ENV
+    from ..support.spark_support import SPARK_ENV
 
     os.environ.update(SPARK_ENV)
     from pyspark.sql import SparkSession
