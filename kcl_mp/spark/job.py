@@ -89,21 +89,19 @@ def main(argv: list[str] | None = None) -> int:
         return write_stream(landed, fmt, table, checkpoint, trigger, query_name=f"kclmp_landing_{fmt}",
                             iceberg=catalog, s3=s3)
 
-    # PySpark 4.3 can fail a replayed batch's task with java.io.OptionalDataException when
-    # several Python-source queries replay at once (after a kill, each query's first batch is
-    # its replay): availableNow runs one output after another; a stream starts each output's
-    # query once the one before has finished its first batch, then runs them side by side
+    # availableNow: one output after another (PySpark 4.3 fails a replayed batch's task with
+    # java.io.OptionalDataException when several Python-source queries run it at once); a
+    # stream: all at once
     queries: list[Any] = []
     try:
-        for fmt, table in args.outputs:
-            queries.append(start(fmt, table))
-            if args.available_now:
+        if args.available_now:
+            for fmt, table in args.outputs:
+                queries.append(start(fmt, table))
                 queries[-1].awaitTermination()
-            else:
-                while queries[-1].lastProgress is None and not queries[-1].awaitTermination(1):
-                    pass  # bounded by the query: it ends (raising its failure) or makes its first batch
-        for query in queries:
-            query.awaitTermination()
+        else:
+            queries = [start(fmt, table) for fmt, table in args.outputs]
+            for query in queries:
+                query.awaitTermination()
     finally:
         for query in queries:
             query.stop()
