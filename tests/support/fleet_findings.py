@@ -203,14 +203,16 @@ def moves(history: dict[str, list], since: float, until: float) -> list[str]:
 
 
 def processors(entries: list[dict]) -> dict[int, dict]:
-    """Per recorder child: its shard, host, initialize time and position, and its records'
-    (seq, sub) and stamps."""
+    """Per recorder child: its shard, host, initialize time and position (None: a sentinel or
+    none), and its records' (seq, sub) and stamps."""
     found: dict[int, dict] = {}
     for e in entries:
         child = found.setdefault(e["_pid"], {"shard": e["_shard"], "host": None, "at": None, "start": None,
                                              "records": [], "stamps": []})
         if e.get("event") == "initialize":
-            child.update(host=e["host"], at=e["at"], start=e["seq"])
+            seq = e["seq"]
+            child.update(host=e["host"], at=e["at"],
+                         start=ExtendedSequenceNumber(seq, int(e.get("sub") or 0)) if str(seq).isdigit() else None)
         elif "event" not in e:
             child["records"].append(ExtendedSequenceNumber(e["seq"], int(e["sub"] or 0)))
             child["stamps"].append(e["at"])
@@ -267,13 +269,22 @@ def resumes(entries: list[dict], puts: list[list]) -> list[Resume]:
         put_at[shard].append(ExtendedSequenceNumber(seq, int(sub)))
     found = []
     last_host: dict[str, str] = {}
+    reached: dict[str, ExtendedSequenceNumber] = {}  # shard -> the newest record an earlier processor got
     for child in children:
         shard, previous = child["shard"], last_host.get(child["shard"])
         last_host[shard] = child["host"]
+        before = reached.get(shard)
+        if child["records"]:
+            reached[shard] = max(child["records"] + ([before] if before else []))
         if previous is None or previous == child["host"]:
             continue
         done = [p for at, p in checkpoints[shard] if at <= child["at"]]
         mark = max(done) if done else None
+        begun = child["start"]  # the lease's checkpoint when it started
+        if begun is not None and before is not None and (mark is None or begun > mark) and begun <= before:
+            # a checkpoint the previous daemon wrote but its processor never heard back about (the
+            # daemon was killed after the write): a position a processor had reached, so it counts
+            mark = begun
         after = [p for p in put_at[shard] if mark is None or p > mark]
         first = min(child["records"]) if child["records"] else None
         found.append(Resume(shard, previous, child["host"], child["at"], _text(mark) if mark else "TRIM_HORIZON",

@@ -11,7 +11,7 @@ import pytest
 from kcl_mp import logs
 from kcl_mp.logs import LeaseEvent, lease_event
 
-from ..support.fleet_findings import kclmp_assigned, moved_back, moves, rescues, self_acquired
+from ..support.fleet_findings import kclmp_assigned, moved_back, moves, rescues, resumes, self_acquired
 
 pytestmark = pytest.mark.integration
 
@@ -43,3 +43,28 @@ def test_the_host_log_readers_key_on_the_lease_events(capsys):
     assert [(lease, old, new) for _, lease, old, new in kclmp_assigned(text, 0, 1e12)] == [("s4", "j", "h-2"),
                                                                                      ("s5", None, "h-3")]
     assert self_acquired(text, 0, 1) == [] and kclmp_assigned(text, 0, 1) == []
+
+
+def _history(second_start: str) -> tuple[list[dict], list[list]]:
+    """java-1 gets records 1-5 and records a checkpoint at 3; kclmp-b starts at ``second_start``
+    (the lease's checkpoint then) and gets the records after it, to 8."""
+    shard = "shardId-000000000007"
+    entries = [{"event": "initialize", "seq": "TRIM_HORIZON", "sub": None, "host": "java-1", "at": 1.0,
+                "_shard": shard, "_pid": 1}]
+    entries += [{"seq": str(n), "sub": 0, "at": 1.0 + n, "_shard": shard, "_pid": 1} for n in range(1, 6)]
+    entries.append({"event": "checkpoint", "seq": "3", "sub": 0, "error": None, "at": 4.5, "_shard": shard, "_pid": 1})
+    entries.append({"event": "initialize", "seq": second_start, "sub": 0, "host": "kclmp-b", "at": 20.0,
+                    "_shard": shard, "_pid": 2})
+    entries += [{"seq": str(n), "sub": 0, "at": 20.0 + n, "_shard": shard, "_pid": 2}
+                for n in range(int(second_start) + 1, 9)]
+    return entries, [[n, shard, str(n), 0] for n in range(1, 9)]
+
+
+def test_a_resume_from_a_checkpoint_the_killed_daemon_wrote_but_never_confirmed_is_no_skip():
+    """The lease table held 5 (java-1's daemon wrote it and was SIGKILLed before its processor
+    heard back, so no recorder line says so): kclmp-b starting after 5 skipped nothing. A start
+    beyond any record a processor got is still a skip."""
+    (resumed,) = resumes(*_history("5"))
+    assert resumed.ok and (resumed.checkpoint, resumed.first, resumed.next_put) == ("5/0", "6/0", "6/0")
+    (skipped,) = resumes(*_history("7"))
+    assert not skipped.ok and (skipped.checkpoint, skipped.next_put) == ("3/0", "4/0"), skipped
