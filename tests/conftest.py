@@ -21,14 +21,21 @@ os.environ.update(EMBEDDED_ENV)
 os.environ["AWS_REGION"] = EMBEDDED_ENV["AWS_DEFAULT_REGION"]
 
 
+# The Java peers' tests in two groups of about five minutes each (one group, ten minutes, was
+# the first phase's longest worker): the 3.x fleet's with the lock test, the 2.x mixed fleet's
+# with the DynamoDB Streams adapter's.
+JAVA_B = frozenset({"test_mixed_fleet.py", "test_dynamodb_streams_java_adapter.py"})
+
+
 def pytest_collection_modifyitems(items):
-    """Under pytest-xdist (`make test`), the Java KCL's tests run one after another on one
-    worker and Spark's on another, so at most two JVMs run at once (one a Java fleet that,
-    once started, mostly waits on its lease timers), never two Spark jobs or two Java fleets."""
+    """Under pytest-xdist (`make test`), the Java peers' tests run one after another in two
+    groups and Spark's in a third, so at most two Java fleets run at once (once started they
+    mostly wait on their lease timers) and one Spark job, never two Spark jobs."""
     for item in items:
         for kind in ("java", "spark"):
             if item.get_closest_marker(kind):
-                item.add_marker(pytest.mark.xdist_group(kind))
+                group = "java-b" if kind == "java" and item.path.name in JAVA_B else kind
+                item.add_marker(pytest.mark.xdist_group(group))
                 break
 
 
