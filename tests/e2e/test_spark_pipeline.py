@@ -58,6 +58,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timing]
 
 SHARDS = 3
 SPARK_KILLS = 3
+FORMATS = ("parquet", "delta", "iceberg")  # the job's three outputs, each a query
 
 
 @pytest.fixture(scope="module")
@@ -93,10 +94,11 @@ def query_id(checkpoint: Path) -> str:
 def replay_last_batch(checkpoint: Path) -> int | None:
     """Make the query's last committed batch a replay (its commit and Hadoop checksum removed,
     as a kill between the table's commit and Spark's leaves it); returns that batch, or None
-    when a batch is in flight already (the final run replays that one)."""
-    if set(offsets(checkpoint)) != committed_batches(checkpoint):
+    when a batch is in flight already (the final run replays that one) or none was committed."""
+    committed = committed_batches(checkpoint)
+    if not committed or set(offsets(checkpoint)) != committed:
         return None
-    last = max(committed_batches(checkpoint))
+    last = max(committed)
     for name in (str(last), f".{last}.crc"):  # the checksum may not be written yet at the kill
         (checkpoint / "commits" / name).unlink(missing_ok=True)
     return last
@@ -194,12 +196,17 @@ def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_u
         wait_until(lambda: set(landed_ids(landing)) >= expected, 120, "every record in the landing area")
         wait_until(lambda: all(f"{stream}/{c}" in landed_files(landing) for c in children), 60, "the children landed")
         daemons["a"].stop_gracefully()
-        # caught up: no batch in flight in any query, so the last kill of the job is not mid-batch;
-        # or the job ended by itself (PySpark's OptionalDataException under concurrent Python
-        # sources ends a query at times), its in-flight batches left for the final run to replay
-        wait_until(lambda: jobs[-1].process.poll() is not None or all(
-            set(offsets(checkpoints / fmt)) == committed_batches(checkpoints / fmt)
-            for fmt in ("parquet", "delta", "iceberg")), 120, "the job between batches", 0.2)
+        # caught up: every query has committed a batch and none is in flight, so the last kill of
+        # the job is not mid-batch (the jobs killed before may have died before their Delta and
+        # Iceberg queries planned anything: the kills are timed on the Parquet query); or the job
+        # ended by itself (PySpark's OptionalDataException under concurrent Python sources ends a
+        # query at times), its in-flight batches left for the final run to replay
+        def between_batches(fmt: str) -> bool:
+            committed = committed_batches(checkpoints / fmt)
+            return bool(committed) and set(offsets(checkpoints / fmt)) == committed
+
+        wait_until(lambda: jobs[-1].process.poll() is not None or all(map(between_batches, FORMATS)),
+                   180, "every query with a committed batch and none in flight", 0.2)
         jobs[-1].kill()
     finally:
         producer.stop.set()
@@ -264,7 +271,7 @@ def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_u
         with check:
             assert first > parent_last, (child, first, parent_last)
     with check:
-        assert not any((checkpoints / fmt / "state").exists() for fmt in ("parquet", "delta", "iceberg")), \
+        assert not any((checkpoints / fmt / "state").exists() for fmt in FORMATS), \
             "the queries keep no state: no dedup keys"
 
     # The replayed batches ran again (Spark committed them now) and wrote nothing: each batch is
