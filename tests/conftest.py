@@ -59,6 +59,26 @@ def dynamodb(moto_url):
 
 
 @pytest.fixture
+def streams(moto_url):
+    """A DynamoDB Streams client of the embedded emulator."""
+    return boto3.client("dynamodbstreams", endpoint_url=moto_url, region_name="us-east-1")
+
+
+@pytest.fixture
+def steer(moto_url):
+    """POSTs an admin action to the emulator's DynamoDB Streams; its settings are put back after the test."""
+    from kcl_mp.embedded.dynamodb_streams import Settings
+
+    from .support.dynamodb_streams import admin
+
+    def post(**body):
+        return admin(moto_url, **body)
+
+    yield post
+    post(action="configure", **Settings().__dict__)
+
+
+@pytest.fixture
 def unique_name():
     return "t" + uuid.uuid4().hex[:12]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from ..integration import test_dynamodb_streams_emulator as emulator_tests
+from ..support.dynamodb_streams import make_table
 from ..support.harness import (
     RECORDER,
     ROOT,
@@ -27,8 +27,6 @@ from ..support.harness import (
 
 pytestmark = pytest.mark.integration
 
-make_table = emulator_tests.make_table
-steer = emulator_tests.steer  # the emulator's admin actions, its settings put back after each test
 KEYS = [f"k{n}" for n in range(12)]
 
 

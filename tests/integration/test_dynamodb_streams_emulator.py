@@ -4,75 +4,14 @@ the service's error codes, fed by real writes to moto's tables."""
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.request
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from kcl_mp.embedded.dynamodb_streams import ADMIN_PATH, Settings
+from ..support.dynamodb_streams import drain, make_table, shards
 
 pytestmark = pytest.mark.integration
-
-
-def admin(url: str, **body):
-    """POSTs an admin action to the emulator at ``url``; its answer."""
-    request = urllib.request.Request(url + ADMIN_PATH, json.dumps(body).encode(), method="POST")
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        return json.loads(answer.read())
-
-
-@pytest.fixture
-def steer(moto_url):
-    """POSTs an admin action; the emulator's settings are put back after the test."""
-
-    def post(**body):
-        return admin(moto_url, **body)
-
-    yield post
-    post(action="configure", **Settings().__dict__)
-
-
-@pytest.fixture
-def streams(moto_url):
-    return boto3.client("dynamodbstreams", endpoint_url=moto_url, region_name="us-east-1")
-
-
-def make_table(dynamodb, name: str) -> str:
-    table = dynamodb.create_table(
-        TableName=name, BillingMode="PAY_PER_REQUEST",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"})
-    return table["TableDescription"]["LatestStreamArn"]
-
-
-def shards(streams, arn: str, **extra) -> list[dict]:
-    out, start = [], None
-    while True:
-        page = streams.describe_stream(StreamArn=arn, **extra, **({"ExclusiveStartShardId": start} if start else {}))
-        out += page["StreamDescription"]["Shards"]
-        start = page["StreamDescription"].get("LastEvaluatedShardId")
-        if not start:
-            return out
-
-
-def drain(streams, arn: str, shard_id: str) -> tuple[list[dict], bool]:
-    """Every record of one shard from TRIM_HORIZON; whether it ended (no next iterator)."""
-    iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard_id,
-                                          ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
-    records: list[dict] = []
-    for _ in range(50):
-        page = streams.get_records(ShardIterator=iterator)
-        records += page["Records"]
-        iterator = page.get("NextShardIterator")
-        if iterator is None:
-            return records, True
-        if not page["Records"]:
-            return records, False
-    raise AssertionError("a shard that never stops answering records")
 
 
 def code(error: ClientError) -> str:

@@ -28,11 +28,8 @@ from kcl_mp.retrieval.polling import Fetched, Fetcher, Positioned, ShardEnded
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.supervisor.coordinator import LeaseCoordinator
 
+from ..support.dynamodb_streams import make_table
 from ..support.harness import base_properties, wait_until, write_properties
-from . import test_dynamodb_streams_emulator as emulator_tests
-
-make_table = emulator_tests.make_table
-steer = emulator_tests.steer  # the emulator's admin actions, its settings put back after each test
 
 pytestmark = pytest.mark.integration
 

@@ -42,7 +42,7 @@ import boto3
 from kcl_mp.devtools import java_daemon
 from kcl_mp.embedded import EMBEDDED_ENV, start_emulator
 
-from ..integration.test_dynamodb_streams_emulator import admin, drain, make_table, shards
+from .dynamodb_streams import admin, drain, make_table, shards
 from .harness import (
     RECORDER,
     BackgroundProducer,
