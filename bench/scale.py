@@ -51,6 +51,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -158,12 +159,12 @@ class LeaseWatch(threading.Thread):
 
 
 class Producer(threading.Thread):
-    """Puts ``rate`` records/s, one shard after the other (explicit hash keys), in a batch
-    every 0.1 s; counts what Kinesis accepted."""
+    """Calls ``put(first, count)`` for ``rate`` records/s, in a batch every 0.1 s; counts what
+    the service accepted (``put`` returns it)."""
 
-    def __init__(self, kinesis: Any, stream: str, hash_keys: list[str], rate: int):
+    def __init__(self, put: Callable[[int, int], int], rate: int):
         super().__init__(daemon=True)
-        self.kinesis, self.stream, self.hash_keys, self.rate = kinesis, stream, hash_keys, rate
+        self._put, self.rate = put, rate
         self.stop = threading.Event()
         self.put = 0
         self.errors: list[BaseException] = []
@@ -173,7 +174,7 @@ class Producer(threading.Thread):
         for tick in range(10_000_000):  # bounded by stop
             due = round(self.rate * (tick + 1) / 10) - round(self.rate * tick / 10)
             try:
-                self.put += put_spread(self.kinesis, self.stream, self.hash_keys, self.put, due)
+                self.put += self._put(self.put, due)
             except Exception as exc:  # reported by the run
                 self.errors.append(exc)
                 return
@@ -192,25 +193,6 @@ def put_spread(kinesis: Any, stream: str, hash_keys: list[str], first: int, coun
         response = kinesis.put_records(StreamName=stream, Records=entries)
         entries = [e for e, r in zip(entries, response["Records"]) if "ErrorCode" in r]
     raise RuntimeError(f"put_records kept failing on {stream}")
-
-
-class ItemProducer(Producer):
-    """Writes ``rate`` items/s into a table (its stream's records), in a batch every 0.1 s."""
-
-    def __init__(self, dynamodb: Any, table: str, rate: int):
-        super().__init__(dynamodb, table, [], rate)
-
-    def run(self) -> None:
-        began = time.monotonic()
-        for tick in range(10_000_000):  # bounded by stop
-            due = round(self.rate * (tick + 1) / 10) - round(self.rate * tick / 10)
-            try:
-                self.put += put_items(self.kinesis, self.stream, self.put + 1_000_000, due)
-            except Exception as exc:  # reported by the run
-                self.errors.append(exc)
-                return
-            if self.stop.wait(max(0.0, began + (tick + 1) / 10 - time.monotonic())):
-                return
 
 
 def dynamodb_table(url: str, dynamodb: Any, name: str, shards: int) -> str:
@@ -301,8 +283,10 @@ def run_size(daemon: str, shards: int, idle_ms: int, args: argparse.Namespace, w
         windows_began = time.time()
         size.cpu_idle, size.emulator_idle, *fast = meter.window(args.window_s)
         size.source_idle = fast[0] if fast else None
-        producer = (ItemProducer(dynamodb, f"{name}-data", args.rate) if args.kinesis == "dynamodb" else
-                    Producer(kinesis, name, hash_keys, args.rate) if source is None else None)
+        producer = (Producer(lambda first, n: put_items(dynamodb, f"{name}-data", first + 1_000_000, n), args.rate)
+                    if args.kinesis == "dynamodb" else
+                    Producer(lambda first, n: put_spread(kinesis, name, hash_keys, first, n), args.rate)
+                    if source is None else None)
         if producer is not None:
             producer.start()
         size.cpu_load, size.emulator_load, *fast = meter.window(args.window_s)
