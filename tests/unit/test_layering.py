@@ -6,6 +6,7 @@
 - No import cycles between kcl_mp's modules, counting imports inside functions too.
 - The pool processes' code (``worker``, ``retrieval``, ``multilang``) never reaches ``fleet``:
   the KCL 3.x fleet is the supervisor's alone.
+- The daemon never imports ``spark``: the Spark half runs in processor children and on Spark.
 """
 
 from __future__ import annotations
@@ -135,3 +136,9 @@ def test_the_pool_processes_never_reach_the_fleet():
             seen.add(module)
             todo.extend(edges[module])
     assert not {m for m in seen if m.startswith("kcl_mp.fleet")}, sorted(m for m in seen if m.startswith("kcl_mp.fleet"))
+
+
+def test_the_daemon_never_imports_the_spark_half():
+    leaks = {(name, dep) for name, deps in graph().items()
+             if name.split(".")[1:2] not in (["spark"], ["devtools"]) for dep in deps if dep.startswith("kcl_mp.spark")}
+    assert not leaks, sorted(leaks)
