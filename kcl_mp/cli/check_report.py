@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kcl_mp.multilang.child_lines import CheckpointRequest, Status, parse_line
 from kcl_mp.multilang.stdout_notes import DRAINED, IGNORED, LATE, SILENT, SKIPPED, TEXT, UNREAD, StdoutNote
-from kcl_mp.multilang.wire import LEASE_LOST, PROCESS_RECORDS, SHARD_ENDED, CheckpointRequest, Status, parse_line
+from kcl_mp.multilang.wire import LEASE_LOST, PROCESS_RECORDS, SHARD_ENDED
 
 LINE_SHOWN = 160  # longer lines are shown cut, with their length
 

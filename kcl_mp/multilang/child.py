@@ -49,13 +49,14 @@ from kcl_mp.errors import (
     ProtocolError,
 )
 from kcl_mp.logs import LineBudget
+from kcl_mp.multilang.child_lines import Message
 from kcl_mp.multilang.child_stderr import BYTES_PER_WINDOW, LINES_PER_WINDOW, StderrLines
 from kcl_mp.multilang.child_stdout import EOF, ChildStdout
 from kcl_mp.multilang.command import resolve_command
 from kcl_mp.multilang.protocol import Conversation, Done, Reply, Store
 from kcl_mp.multilang.stderr_reader import StderrReader
 from kcl_mp.multilang.stdout_notes import StdoutNote
-from kcl_mp.multilang.wire import Batch, Message, checkpoint_error
+from kcl_mp.multilang.wire import Batch, checkpoint_error
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.worker.usage import signal_group, start_time
 

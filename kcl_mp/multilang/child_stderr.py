@@ -20,7 +20,7 @@ logging is not an error), with two bounds that a processor stuck in a loop canno
   kept (at most ``MAX_LINE_BYTES``).
 
 Pure: bytes and the clock in, ``Line`` and ``Dropped`` events out. Lines break at ``\\n``,
-``\\r`` or ``\\r\\n``, as ``wire.LineSplitter`` cuts stdout; unlike stdout's, a line over the
+``\\r`` or ``\\r\\n``, as ``child_lines.LineSplitter`` cuts stdout; unlike stdout's, a line over the
 cap is cut and its remainder counted. Blank lines are neither logged nor counted.
 
 >>> lines = StderrLines(lines_per_window=2, max_line_bytes=8)

@@ -14,7 +14,7 @@ The driver's stdout thread calls ``line``; its calling thread calls ``expect``, 
 the queued messages and asks ``silence`` why a wait timed out.
 
 Bounds, since this runs in the pool process every shard of it shares: a line longer than any
-message (``wire.MAX_MESSAGE_BYTES``) is skipped before it is decoded; the messages nobody has
+message (``child_lines.MAX_MESSAGE_BYTES``) is skipped before it is decoded; the messages nobody has
 taken yet are bounded in count and in bytes of their lines (``max_queued``,
 ``max_queued_bytes``). Past either, further messages are dropped and ``overflow`` names the
 limit: the driver fails the processor with it at its next wait (a child that floods stdout
@@ -29,8 +29,8 @@ import threading
 from collections import deque
 from typing import Any
 
+from kcl_mp.multilang.child_lines import LineSplitter, Message, Skip, Status, oversized, parse_line
 from kcl_mp.multilang.stdout_notes import DRAINED, IGNORED, LATE, NOTE_CHARS, SKIPPED, TEXT, StdoutNote, silence
-from kcl_mp.multilang.wire import LineSplitter, Message, Skip, Status, oversized, parse_line
 
 EOF = object()  # the last item of ``messages``
 NOTES_KEPT = 50  # the latest notes not yet taken

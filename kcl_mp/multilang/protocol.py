@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kcl_mp.errors import ProtocolError
+from kcl_mp.multilang.child_lines import CheckpointRequest, Message, Status
 from kcl_mp.multilang.wire import (
     ILLEGAL_ARGUMENT,
     INITIALIZE,
@@ -44,9 +45,6 @@ from kcl_mp.multilang.wire import (
     SHUTDOWN_REQUESTED,
     SHUTDOWN_REQUESTED_LINE,
     Batch,
-    CheckpointRequest,
-    Message,
-    Status,
     encode_checkpoint_reply,
     encode_initialize,
 )

@@ -13,23 +13,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kcl_mp.errors import ProtocolError
-from kcl_mp.multilang.child_stdout import ChildStdout
-from kcl_mp.multilang.protocol import AWAIT, SEND, ChildState, Conversation, Done, Ignored, Reply, Store
-from kcl_mp.multilang.stdout_notes import NOTE_CHARS, SILENT, SKIPPED, UNREAD, StdoutNote, silence
-from kcl_mp.multilang.wire import (
+from kcl_mp.multilang.child_lines import (
     MAX_MESSAGE_BYTES,
-    Batch,
     CheckpointRequest,
     LineSplitter,
     Other,
     Skip,
     Status,
-    encode,
-    encode_checkpoint_reply,
-    make_batch,
     oversized,
     parse_line,
 )
+from kcl_mp.multilang.child_stdout import ChildStdout
+from kcl_mp.multilang.protocol import AWAIT, SEND, ChildState, Conversation, Done, Ignored, Reply, Store
+from kcl_mp.multilang.stdout_notes import NOTE_CHARS, SILENT, SKIPPED, UNREAD, StdoutNote, silence
+from kcl_mp.multilang.wire import Batch, encode, encode_checkpoint_reply, make_batch
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 
 VECTORS = Path(__file__).resolve().parents[2] / "multilang" / "vectors"
