@@ -231,11 +231,11 @@ def load_config(
         where = settings.get("initialPositionInStreamExtended") or settings["initialPositionInStream"]
         raise ConfigError(f"{where.label}: DynamoDB Streams have no AT_TIMESTAMP position (streamArn names the "
                           f"stream of table {stream_name}); use LATEST or TRIM_HORIZON")
-    overrides = _per_stream_values(per_stream)
-    streams = stream_list(parsed, {name: s.label for name, s in settings.items()}, overrides, command, initial,
+    stream_keys = _per_stream_values(per_stream)
+    streams = stream_list(parsed, {name: s.label for name, s in settings.items()}, stream_keys, command, initial,
                           source, file_text)
     if file_text is not None:
-        sections["stream_list"]["templates"] = templates(overrides, command, initial)
+        sections["stream_list"]["templates"] = templates(stream_keys, command, initial)
         stream_name = ", ".join(stream.name for stream in streams)
     _former_streams(sections["former_streams"], settings, warn)
     for stream in streams:
@@ -289,8 +289,9 @@ def _former_streams(former: dict[str, Any], settings: Mapping[str, _Setting], wa
     """PROVIDED_STREAMS_DEFERRED_DELETION needs its list; the list means nothing to the other strategies."""
     provided = former["strategy"] == "PROVIDED_STREAMS_DEFERRED_DELETION"
     if provided and not former["provided"]:
-        raise ConfigError(f"{settings['formerStreamsLeasesDeletionStrategy'].label} = PROVIDED_STREAMS_DEFERRED_DELETION "
-                          "deletes the leases of the streams formerStreamsToDelete names: set it")
+        raise ConfigError(f"{settings['formerStreamsLeasesDeletionStrategy'].label} = "
+                          "PROVIDED_STREAMS_DEFERRED_DELETION deletes the leases of the streams formerStreamsToDelete "
+                          "names: set it")
     if former["provided"] and not provided:
         warn(f"{settings['formerStreamsToDelete'].label} is used only with formerStreamsLeasesDeletionStrategy = "
              "PROVIDED_STREAMS_DEFERRED_DELETION")
