@@ -144,6 +144,8 @@ class StreamChanges:
             self.log.warning("deleting the leases of former stream %s failed (%s); tried again at the next look",
                              name, exc)
             return 0
+        if not keys:  # another host (2.x) deleted them first
+            return 0
         self.log.info("deleted the %d leases of former stream %s (%s)", len(keys), name,
                       self.config.former_streams.strategy, extra=stream_event(StreamEvent.DELETED, name,
                                                                               leases=len(keys)))
@@ -175,11 +177,12 @@ class StreamChanges:
                 shard = self.shards.active.get(key)
                 done = shard is None or shard.exit_code is not None or shard.state in CHECKPOINTED
                 if done or now - since >= grace_s:
-                    checkpoint = shard.progress.checkpoint if shard else self.leases.held[key].lease.checkpoint
+                    checkpoint = str(shard.progress.checkpoint if shard else self.leases.held[key].lease.checkpoint)
                     released = self.leases.release(key)
                     self.log.info("%s lease %s of drained stream %s (checkpoint %s)",
                                   "released" if released else "stopped renewing", key, name, checkpoint,
-                                  extra={"shard": key, **lease_event(LeaseEvent.RELEASED, key)})
+                                  extra={"shard": key, **lease_event(LeaseEvent.RELEASED, key, stream=name,
+                                                                     checkpoint=checkpoint)})
             if not self._held(name) and not any(_stream_name(key) == name for key in self.leases.handoffs.incoming):
                 del self.draining[name]
                 self.log.info("stream %s drained: nothing of it is held here", name,
