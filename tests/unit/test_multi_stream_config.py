@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from kcl_mp.cli import check_startable
 from kcl_mp.config import InitialPosition, load_config
 from kcl_mp.config.settings import FormerStreamsSettings, StreamSettings
 from kcl_mp.errors import ConfigError
@@ -199,3 +200,11 @@ def test_the_provided_strategy_and_its_list(tmp_path) -> None:
     assert load(tmp_path, streamNames="a", formerStreamsToDelete="old").warnings == (
         f"{tmp_path / 'app.properties'} line 6: formerStreamsToDelete is used only with "
         "formerStreamsLeasesDeletionStrategy = PROVIDED_STREAMS_DEFERRED_DELETION",)
+
+
+def test_the_processor_of_a_stream_the_file_lists_later_is_checked_at_start(tmp_path) -> None:
+    (tmp_path / "streams.txt").write_text("a\n")
+    config = load(tmp_path, streamListFile="streams.txt", executableName="true",
+                  **{"stream.later.executableName": "no-such-processor-kclmp"})
+    with pytest.raises(ConfigError, match="stream.later.executableName: "):
+        check_startable(config)
