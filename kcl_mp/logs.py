@@ -224,6 +224,24 @@ def lease_event(event: LeaseEvent, key: str, **fields: str | None) -> dict[str, 
     return {"event": event.value, "lease": key, "event_fields": fields}
 
 
+class StreamEvent(str, Enum):
+    """A change of a multi-stream application's streams (the JSON log's ``event``, with ``stream``)."""
+
+    ADDED = "stream_added"  # appended to the list: synced and consumed
+    DRAINING = "stream_draining"  # removed from the list: its shards here told shutdownRequested
+    DRAINED = "stream_drained"  # nothing of it is held here any more
+    SCHEDULED = "stream_deletion_scheduled"  # a former stream: its leases are deleted at ``at``
+    REVIVED = "stream_revived"  # back in the list before its leases were deleted: they are kept
+    DELETED = "stream_deleted"  # its leases deleted (``leases``: how many)
+    LIST_REFUSED = "stream_list_refused"  # the list file could not be read or holds a bad line: the last good kept
+
+
+def stream_event(event: StreamEvent, stream: str, **fields: str | int | None) -> dict[str, Any]:
+    """The ``extra`` of a log call recording ``event`` for ``stream`` (a name; the list file for
+    LIST_REFUSED)."""
+    return {"event": event.value, "event_fields": {"stream": stream, **fields}}
+
+
 class _Json(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry = {

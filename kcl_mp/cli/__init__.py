@@ -207,8 +207,9 @@ def check_startable(config: Config) -> None:
     from kcl_mp.multilang.command import resolve_command
 
     commands = [("executableName", config.processor.command)]
-    commands += [(f"stream.{stream.name}.executableName", stream.command) for stream in config.streams
-                 if stream.command != config.processor.command]
+    own = {stream.name: stream.command for stream in (*config.streams, *config.stream_list.templates)}
+    commands += [(f"stream.{name}.executableName", command) for name, command in own.items()  # listed later too
+                 if command != config.processor.command]
     for key, command in commands:
         try:
             resolve_command(command, os.getcwd(), os.environ)

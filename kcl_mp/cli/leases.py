@@ -20,7 +20,9 @@ are listed apart, never counted as leases (``others``, in JSON too), each with w
 one (a value kcl-mp cannot read, a key that names no shard). Every text line is shown with
 its control characters escaped as ``repr`` writes them (``logs.escape``, as in text logs):
 a key or owner holding a newline or an ESC sequence cannot forge a line or reach the
-terminal. ``summarize`` and ``changes`` are pure; ``main`` does the I/O.
+terminal. A multi-stream table (Java's ``account:stream:epoch:shardId`` keys) gets a line per stream:
+its leases, finished ones, and its active leases per worker. ``summarize`` and ``changes`` are pure;
+``main`` does the I/O.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from kcl_mp.config import Config, load_config
 from kcl_mp.errors import EXIT_OK, ConfigError, KclMpError
 from kcl_mp.leases.balance import is_expired, observe
 from kcl_mp.leases.lease import RELEASED_UNTIL, Lease, released_by
+from kcl_mp.leases.multi_stream import split_key
 from kcl_mp.leases.rows import OtherRow
 from kcl_mp.leases.shard_sync import unfinished_parents
 from kcl_mp.leases.table import LeaseTable
@@ -70,6 +73,16 @@ class OtherLine:
 
 
 @dataclass(frozen=True)
+class StreamLine:
+    """A multi-stream table's leases of one stream (its rows are its keys: account:name:epoch:shardId)."""
+
+    name: str
+    leases: int
+    finished: int
+    workers: dict[str, int]  # owner -> its active leases of this stream, most first
+
+
+@dataclass(frozen=True)
 class Report:
     table: str
     watched_s: float  # 0: expiry not measured
@@ -81,6 +94,14 @@ class Report:
     handoffs: int
     leases: tuple[LeaseRow, ...]
     others: tuple[OtherLine, ...] = ()
+    streams: tuple[StreamLine, ...] = ()  # a multi-stream table's, by name; () for one stream
+
+    def as_json(self) -> dict:
+        """The report as JSON-ready data (``streams`` only for a multi-stream table)."""
+        data = asdict(self)
+        if not self.streams:
+            del data["streams"]
+        return data
 
 
 def summarize(table: str, before: Sequence[Lease], after: Sequence[Lease], watched_s: float,
@@ -119,7 +140,7 @@ def report(table: str, leases: Sequence[Lease], expired: set[str], watched_s: fl
                              None if lease.checkpoint is None else str(lease.checkpoint),
                              lease.parent_shard_ids, state))
     counts = Counter(row.owner for row in rows if row.owner and row.state not in ("finished", "expired"))
-    workers = dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+    workers = _most_first(counts)
     states = Counter(row.state.split(" ")[0].rstrip(",") for row in rows)
     return Report(
         table=table,
@@ -133,7 +154,24 @@ def report(table: str, leases: Sequence[Lease], expired: set[str], watched_s: fl
         leases=tuple(rows),
         others=tuple(OtherLine(row.key, row.entity_type, row.summary(), row.why)
                      for row in sorted(others, key=lambda row: row.key)),
+        streams=_streams(rows),
     )
+
+
+def _most_first(counts: Counter) -> dict[str, int]:
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def _streams(rows: Sequence[LeaseRow]) -> tuple[StreamLine, ...]:
+    """Each stream's leases in a multi-stream table (``leases.multi_stream`` keys); () for one stream."""
+    by_stream: dict[str, list[LeaseRow]] = {}
+    for row in rows:
+        if (split := split_key(row.key)) is not None:
+            by_stream.setdefault(split[0].name, []).append(row)
+    return tuple(StreamLine(name, len(mine), sum(row.state == "finished" for row in mine),
+                            _most_first(Counter(row.owner for row in mine
+                                                if row.owner and row.state not in ("finished", "expired"))))
+                 for name, mine in sorted(by_stream.items()))
 
 
 def changes(before: Report | None, after: Report) -> dict[str, str]:
@@ -170,6 +208,11 @@ def render(report: Report, moved: Mapping[str, str] | None = None) -> str:
     if report.workers:
         lines.append(f"{'worker':<40} {'leases':>6}")
         lines.extend(f"{owner:<40} {count:>6}" for owner, count in report.workers.items())
+    if report.streams:
+        lines.append(f"{'stream':<40} {'leases':>6} {'finished':>8}  workers (active leases)")
+        lines.extend(f"{line.name:<40} {line.leases:>6} {line.finished:>8}  "
+                     + (", ".join(f"{owner} {count}" for owner, count in line.workers.items()) or "-")
+                     for line in report.streams)
     expired = str(report.expired) if report.watched_s else "not measured (--wait SECONDS measures it)"
     lines.append(f"unowned: {report.unowned}   expired: {expired}   handoffs in progress: {report.handoffs}")
     lines.append(STATES)
@@ -227,7 +270,7 @@ def main(argv: Sequence[str]) -> int:
     shown = summarize(config.lease.table_name, before.leases, after.leases, wait_s, failover_s, after.others,
                       int(time.time() * 1000))
     if args.json:
-        sys.stdout.buffer.write(orjson.dumps(asdict(shown), option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.write(orjson.dumps(shown.as_json(), option=orjson.OPT_INDENT_2) + b"\n")
     else:
         print(render(shown))
     return EXIT_OK
@@ -286,7 +329,7 @@ def watch(config: Config, table: LeaseTable, every_s: float, count: int | None, 
             moved = changes(previous, current)
             previous = current
             if as_json:
-                sys.stdout.buffer.write(orjson.dumps({**asdict(current), "changes": moved}) + b"\n")
+                sys.stdout.buffer.write(orjson.dumps({**current.as_json(), "changes": moved}) + b"\n")
                 sys.stdout.flush()
                 continue
             header = (f"{datetime.now():%H:%M:%S}  every {every_s:g} s, Ctrl-C to stop"

@@ -91,9 +91,15 @@ KEYS: tuple[Key, ...] = (
        "the Kinesis client's region (instead of streamName/streamArn)"),
     _k("streamNames", stream_name_list, None, "or by name, comma-separated, in the region of regionName or "
        "kinesisClient.region"),
+    _k("streamListFile", text, None, "or a file of them (ARNs or names, one a line, # comments), read again every "
+       "streamListReadIntervalMillis: streams appended are consumed, streams removed drained", "stream_list.file"),
+    _k("streamListReadIntervalMillis", integer(1000), 60000, "how often streamListFile is read again (Java checks "
+       "its stream list every 60 s)", "stream_list.read_interval_ms"),
     _k("formerStreamsLeasesDeletionStrategy", choices_of(FormerStreamsStrategy), "NO_STREAMS_LEASES_DELETION",
-       "the leases of a stream that left the list: kept, or deleted after the next key's wait",
-       "former_streams.strategy"),
+       "the leases of a stream that left the list: kept, or deleted after the next key's wait (those of "
+       "formerStreamsToDelete with PROVIDED_STREAMS_DEFERRED_DELETION)", "former_streams.strategy"),
+    _k("formerStreamsToDelete", stream_name_list, (), "PROVIDED_STREAMS_DEFERRED_DELETION: the streams whose leases "
+       "are deleted once out of the list for the wait, by name, comma-separated", "former_streams.provided"),
     _k("waitPeriodToDeleteFormerStreamsMillis", integer(0), 3600000,
        "how long a stream must stay out of the list before its leases are deleted", "former_streams.wait_ms"),
     _k("tableName", text, None, "DynamoDB lease table (default: applicationName)"),

@@ -33,8 +33,9 @@ from kcl_mp.config.settings import (
     ProcessorSettings,
     RetrievalSettings,
     StreamKind,
+    StreamListSettings,
 )
-from kcl_mp.config.stream_list import stream_list
+from kcl_mp.config.stream_list import stream_list, templates
 from kcl_mp.errors import ConfigError
 
 # AWS access key ids, and 40-character base64 runs (secret keys): never echoed.
@@ -156,7 +157,8 @@ def load_config(
     application = required("applicationName", "applicationName = my-app")
 
     sections: dict[str, dict[str, Any]] = {s: {} for s in ("top", "retrieval", "lease", "processor", "metrics", "kcl3",
-                                                                 "dynamodb_streams", "former_streams")}
+                                                                 "dynamodb_streams", "former_streams",
+                                                                 "stream_list")}
     for key in K.KEYS:
         if key.field:
             section, attr = key.field.split(".")
@@ -164,7 +166,14 @@ def load_config(
 
     stream_name = parsed.get("streamName")
     arn = parsed.get("streamArn")
+    file_text = None
+    if "streamListFile" in parsed:  # from the properties file's directory, read now and again while running
+        parsed["streamListFile"] = sections["stream_list"]["file"] = os.path.join(
+            os.path.dirname(source), parsed["streamListFile"])
+        file_text = read_stream_list(parsed["streamListFile"], settings["streamListFile"].label)
     listed = parsed.get("streamNames") or tuple(a.rpartition("/")[2] for a in parsed.get("streamArns", ()))
+    if file_text is not None:
+        listed = ("the streams of streamListFile",)  # named once the file is parsed, below
     if stream_name is None and arn is None:  # a multi-stream application: its names, for messages
         stream_name = ", ".join(listed)
     arn_as_name = arn is None and stream_name is not None and values.is_dynamodb_stream_arn(stream_name)
@@ -222,15 +231,21 @@ def load_config(
         where = settings.get("initialPositionInStreamExtended") or settings["initialPositionInStream"]
         raise ConfigError(f"{where.label}: DynamoDB Streams have no AT_TIMESTAMP position (streamArn names the "
                           f"stream of table {stream_name}); use LATEST or TRIM_HORIZON")
-    streams = stream_list(parsed, {name: s.label for name, s in settings.items()},
-                          _per_stream_values(per_stream), command, initial, source)
+    stream_keys = _per_stream_values(per_stream)
+    streams = stream_list(parsed, {name: s.label for name, s in settings.items()}, stream_keys, command, initial,
+                          source, file_text)
+    if file_text is not None:
+        sections["stream_list"]["templates"] = templates(stream_keys, command, initial)
+        stream_name = ", ".join(stream.name for stream in streams)
+    _former_streams(sections["former_streams"], settings, warn)
     for stream in streams:
         if stream.consumer_arn:
             consumer = per_stream[stream.name, "consumerArn"]
             ignored.append((consumer.name, "a multi-stream application reads by polling"))
             warn(f"{consumer.label} is not used yet: a multi-stream application reads by polling")
     if not streams:
-        for name in ("formerStreamsLeasesDeletionStrategy", "waitPeriodToDeleteFormerStreamsMillis"):
+        for name in ("formerStreamsLeasesDeletionStrategy", "waitPeriodToDeleteFormerStreamsMillis",
+                     "formerStreamsToDelete", "streamListReadIntervalMillis"):
             if name in settings:
                 warn(f"{settings[name].label} is used only by a multi-stream application (streamArns or streamNames)")
     return Config(
@@ -255,9 +270,31 @@ def load_config(
         dynamodb_streams=DynamoDBStreamsSettings(**sections["dynamodb_streams"]),
         streams=streams,
         former_streams=FormerStreamsSettings(**sections["former_streams"]),
+        stream_list=StreamListSettings(**sections["stream_list"]),
         ignored=tuple(ignored),
         warnings=tuple(warnings),
     )
+
+
+def read_stream_list(path: str, label: str) -> str:
+    """streamListFile's text; a ConfigError names the key and the file when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{label}: cannot read {path}: {exc.strerror if isinstance(exc, OSError) else exc}") from None
+
+
+def _former_streams(former: dict[str, Any], settings: Mapping[str, _Setting], warn: Any) -> None:
+    """PROVIDED_STREAMS_DEFERRED_DELETION needs its list; the list means nothing to the other strategies."""
+    provided = former["strategy"] == "PROVIDED_STREAMS_DEFERRED_DELETION"
+    if provided and not former["provided"]:
+        raise ConfigError(f"{settings['formerStreamsLeasesDeletionStrategy'].label} = "
+                          "PROVIDED_STREAMS_DEFERRED_DELETION deletes the leases of the streams formerStreamsToDelete "
+                          "names: set it")
+    if former["provided"] and not provided:
+        warn(f"{settings['formerStreamsToDelete'].label} is used only with formerStreamsLeasesDeletionStrategy = "
+             "PROVIDED_STREAMS_DEFERRED_DELETION")
 
 
 def _per_stream_values(per_stream: Mapping[tuple[str, str], _Setting]) -> dict[str, dict[str, tuple[Any, str]]]:

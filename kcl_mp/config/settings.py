@@ -75,8 +75,9 @@ class InitialPosition:
 
 
 # formerStreamsLeasesDeletionStrategy: Java's FormerStreamsLeasesDeletionStrategy.StreamsLeasesDeletionType
-# names (PROVIDED_STREAMS_DEFERRED_DELETION, which needs a list of its own, is not offered yet).
-FormerStreamsStrategy = Literal["NO_STREAMS_LEASES_DELETION", "FORMER_STREAMS_AUTO_DETECTION_DEFERRED_DELETION"]
+# names (PROVIDED_STREAMS_DEFERRED_DELETION deletes the streams of formerStreamsToDelete).
+FormerStreamsStrategy = Literal["NO_STREAMS_LEASES_DELETION", "FORMER_STREAMS_AUTO_DETECTION_DEFERRED_DELETION",
+                                "PROVIDED_STREAMS_DEFERRED_DELETION"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,18 @@ class FormerStreamsSettings:
 
     strategy: FormerStreamsStrategy = "NO_STREAMS_LEASES_DELETION"
     wait_ms: int = 3600000  # waitPeriodToDeleteFormerStreamsMillis: the deferral before deleting them
+    provided: tuple[str, ...] = ()  # formerStreamsToDelete: PROVIDED_STREAMS_DEFERRED_DELETION's streams
+
+
+@dataclass(frozen=True)
+class StreamListSettings:
+    """streamListFile: a multi-stream application's streams in a file, read again while it runs."""
+
+    file: str | None = None  # its path (relative ones from the properties file's directory); None: no file
+    read_interval_ms: int = 60000  # streamListReadIntervalMillis (Java's NEW_STREAM_CHECK_INTERVAL_MILLIS)
+    # Each stream a stream.<name>.* key names, with its overrides (its ARN unset): what a stream
+    # appended to the file later gets.
+    templates: tuple[StreamSettings, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -243,9 +256,11 @@ class Config:
     kcl3: Kcl3Settings = field(default_factory=Kcl3Settings)
     stream_kind: StreamKind = StreamKind.KINESIS
     dynamodb_streams: DynamoDBStreamsSettings = field(default_factory=DynamoDBStreamsSettings)
-    # A multi-stream application's streams (streamArns / streamNames), in the order listed; () for one stream.
+    # A multi-stream application's streams (streamArns / streamNames / streamListFile at start-up), in the order
+    # listed; () for one stream.
     streams: tuple[StreamSettings, ...] = ()
     former_streams: FormerStreamsSettings = field(default_factory=FormerStreamsSettings)
+    stream_list: StreamListSettings = field(default_factory=StreamListSettings)
     # Keys accepted for compatibility whose setting kcl-mp does not use, with why.
     ignored: tuple[tuple[str, str], ...] = field(default=())
     # Everything load_config warned about (unknown keys, duplicates, renamed values...).

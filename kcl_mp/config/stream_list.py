@@ -11,68 +11,132 @@ would run such a file as one stream, silently):
 - a stream listed twice (by name: the overrides are keyed by it);
 - ``fanoutConfig.consumerArn`` (a consumer belongs to one stream: ``stream.<name>.consumerArn``),
   a per-stream key naming a stream not in the list, a consumer ARN of another stream.
+
+``streamListFile`` names the streams in a file instead, one ARN or name a line (``file_streams``
+parses its text, every error naming the file and line): a per-stream key may then name a stream
+the file does not list yet (it applies once the stream is appended), and an empty list is an
+error (a typo must not stop every stream: while running, the last good list is kept).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from kcl_mp.config.settings import InitialPosition, StreamSettings
-from kcl_mp.config.values import arn_region, command_words
+from kcl_mp.config.values import arn_region, command_words, stream_arn_list, stream_name_list
 from kcl_mp.errors import ConfigError
 
 Overrides = Mapping[str, Mapping[str, tuple[Any, str]]]  # stream -> key suffix -> (value, where it was set)
 
 
 def stream_list(parsed: Mapping[str, Any], labels: Mapping[str, str], overrides: Overrides,
-                command: tuple[str, ...], initial: InitialPosition, source: str) -> tuple[StreamSettings, ...]:
+                command: tuple[str, ...], initial: InitialPosition, source: str,
+                file_text: str | None = None) -> tuple[StreamSettings, ...]:
     """The streams of ``parsed`` (values by key name; ``labels``: where each key was set), or () for a
     single-stream file, which then may hold no per-stream key.
 
     ``command`` and ``initial`` are the application's executableName and initial position, which a
-    stream without its own override uses.
+    stream without its own override uses; ``file_text``: streamListFile's text, when it is set.
     """
-    listed = [name for name in ("streamArns", "streamNames") if name in parsed]
+    listed = [name for name in ("streamArns", "streamNames", "streamListFile") if name in parsed]
     if not listed:
         if overrides:
             stream, keys = next(iter(overrides.items()))
             raise ConfigError(f"{next(iter(keys.values()))[1]}: per-stream keys need the list of streams "
-                              f"(streamArns or streamNames); this file names one stream")
+                              f"(streamArns, streamNames or streamListFile); this file names one stream")
         return ()
-    if len(listed) == 2:
-        raise ConfigError(f"{labels['streamArns']} and {labels['streamNames']}: name the streams one way, not both")
+    if len(listed) > 1:
+        raise ConfigError(f"{labels[listed[0]]} and {labels[listed[1]]}: name the streams one way, not both")
     for single in ("streamName", "streamArn"):
         if single in parsed:
             raise ConfigError(f"{labels[single]} and {labels[listed[0]]} both name the streams: keep one (a Java "
                               f"daemon reading this file would consume {single} alone)")
     if "fanoutConfig.consumerArn" in parsed:
         raise ConfigError(f"{labels['fanoutConfig.consumerArn']}: an enhanced fan-out consumer belongs to one stream; "
-                          "with streamArns/streamNames set stream.<name>.consumerArn per stream")
+                          "with a list of streams set stream.<name>.consumerArn per stream")
     region_key = next((key for key in ("kinesisClient.region", "regionName") if key in parsed), None)
     region = parsed[region_key] if region_key else None
-    arns: dict[str, str | None] = {}
+    region_label = labels[region_key] if region_key else ""
+    if listed[0] == "streamListFile":
+        assert file_text is not None  # load_config reads the file it names
+        return file_streams(file_text, parsed["streamListFile"], region, templates(overrides, command, initial),
+                            command, initial)
     if listed[0] == "streamArns":
-        for arn in parsed["streamArns"]:
-            where = labels["streamArns"]
-            if region is not None and arn_region(arn) != region:
-                raise ConfigError(f"{where}: {arn} is in region {arn_region(arn)}, not in the Kinesis client's "
-                                  f"{region} ({labels[region_key or '']}): an application reads one region")
-            first = next(iter(arns.values()), None)
-            if first is not None and arn_region(arn) != arn_region(first):
-                raise ConfigError(f"{where}: {first} and {arn} are in different regions: an application reads one")
-            _add(arns, arn.rpartition("/")[2], arn, where)
+        entries = [(arn.rpartition("/")[2], arn, labels["streamArns"]) for arn in parsed["streamArns"]]
     else:
         if region is None:
             raise ConfigError(f"{labels['streamNames']}: set regionName (or kinesisClient.region) in {source}: the "
                               "streams are found by name in that region")
-        for name in parsed["streamNames"]:
-            _add(arns, name, None, labels["streamNames"])
+        entries = [(name, None, labels["streamNames"]) for name in parsed["streamNames"]]
+    arns = _checked(entries, region, region_label)
     for stream, keys in overrides.items():
         if stream not in arns:
             raise ConfigError(f"{next(iter(keys.values()))[1]}: stream {stream} is not one of {listed[0]} "
                               f"({', '.join(arns)})")
     return tuple(_stream(name, arn, overrides.get(name, {}), command, initial) for name, arn in arns.items())
+
+
+def templates(overrides: Overrides, command: tuple[str, ...], initial: InitialPosition) -> tuple[StreamSettings, ...]:
+    """The settings of each stream a ``stream.<name>.*`` key names (its ARN unset): what the stream
+    gets whenever the list file names it."""
+    return tuple(_stream(name, None, keys, command, initial) for name, keys in overrides.items())
+
+
+def file_streams(text: str, path: str, region: str | None, known: Sequence[StreamSettings],
+                 command: tuple[str, ...], initial: InitialPosition) -> tuple[StreamSettings, ...]:
+    r"""The streams a list file names, in its order: one ARN or name a line, blank lines and what
+    follows a ``#`` left out; a ConfigError names the file and line of the first bad one.
+
+    ``known``: the streams with ``stream.<name>.*`` keys (``templates``); the others get
+    ``command`` and ``initial``.
+
+    >>> text = "# orders first\narn:aws:kinesis:us-east-1:123456789012:stream/orders\n\npayments  # by name\n"
+    >>> [(s.name, s.arn) for s in file_streams(text, "streams.txt", "us-east-1", (), ("app",), InitialPosition())]
+    [('orders', 'arn:aws:kinesis:us-east-1:123456789012:stream/orders'), ('payments', None)]
+    >>> file_streams("orders\nor ders\n", "streams.txt", "us-east-1", (), ("app",), InitialPosition())
+    Traceback (most recent call last):
+    kcl_mp.errors.ConfigError: streams.txt line 2: 'or ders' is not a stream name (1-128 of A-Z a-z 0-9 _ . -)
+    """
+    entries: list[tuple[str, str | None, str]] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        value = line.partition("#")[0].strip()
+        if not value:
+            continue
+        where = f"{path} line {number}"
+        try:
+            arn = stream_arn_list(value)[0] if value.startswith("arn:") else None
+            name = arn.rpartition("/")[2] if arn else stream_name_list(value)[0]
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        if arn is None and region is None:
+            raise ConfigError(f"{where}: stream {name} is named without a region: set regionName (or "
+                              "kinesisClient.region), where the streams are found by name")
+        entries.append((name, arn, where))
+    if not entries:
+        raise ConfigError(f"{path}: names no stream (an application needs one at least)")
+    arns = _checked(entries, region, "regionName or kinesisClient.region")
+    own = {stream.name: stream for stream in known}
+    return tuple(replace(own[name], arn=arn) if name in own else StreamSettings(name, arn, initial, command)
+                 for name, arn in arns.items())
+
+
+def _checked(entries: Sequence[tuple[str, str | None, str]], region: str | None, region_label: str
+             ) -> dict[str, str | None]:
+    """Each stream's ARN (None: named), by name; a ConfigError names the entry (where it was set) in
+    another region than ``region`` or the first ARN's, or listed twice."""
+    arns: dict[str, str | None] = {}
+    for name, arn, where in entries:
+        if arn is not None:
+            if region is not None and arn_region(arn) != region:
+                raise ConfigError(f"{where}: {arn} is in region {arn_region(arn)}, not in the Kinesis client's "
+                                  f"{region} ({region_label}): an application reads one region")
+            first = next((a for a in arns.values() if a is not None), None)
+            if first is not None and arn_region(arn) != arn_region(first):
+                raise ConfigError(f"{where}: {first} and {arn} are in different regions: an application reads one")
+        _add(arns, name, arn, where)
+    return arns
 
 
 def _add(arns: dict[str, str | None], name: str, arn: str | None, where: str) -> None:

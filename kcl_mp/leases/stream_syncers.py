@@ -30,7 +30,8 @@ class StreamSyncers:
     def __init__(self, config: Config, table: LeaseTable, client: Any, log: ShardLog, view: TableView):
         """``client``: the streams' (``retrieval.streams.stream_client``)."""
         self.config, self.table, self.client, self.log, self.view = config, table, client, log, view
-        self.streams = {stream.name: stream for stream in config.streams}
+        self.streams = {stream.name: stream for stream in config.streams}  # synced: the list, as it changes
+        self.known = dict(self.streams)  # every stream listed since start-up (a drained one's leases may end)
         self.described: dict[str, tuple[str, int]] = {}  # name -> its ARN and creation time (ms)
         self.chosen: dict[str, StreamIdentifier] = {}  # name -> the identifier its new leases get
         self.syncers: dict[StreamIdentifier, ShardSyncer] = {}
@@ -38,9 +39,21 @@ class StreamSyncers:
     def describe_stream(self) -> str:
         """Every stream described at start-up, before anything is written (a ConfigError names
         one that does not exist); their ARNs, for messages."""
-        for name, stream in self.streams.items():
-            self.described[name] = kinesis_shards.describe_summary(self.client, name, stream.arn)
-        return ", ".join(arn for arn, _ in self.described.values())
+        return ", ".join(self.describe(stream) for stream in self.streams.values())
+
+    def describe(self, stream: StreamSettings) -> str:
+        """DescribeStreamSummary of ``stream``, at start-up or when it is appended to the list (a
+        ConfigError names one that does not exist); its ARN."""
+        self.described[stream.name] = kinesis_shards.describe_summary(self.client, stream.name, stream.arn)
+        return self.described[stream.name][0]
+
+    def streams_changed(self, streams: tuple[StreamSettings, ...]) -> None:
+        """The streams synced from now on, each described already (``describe``). A stream that
+        left keeps its syncer for the shard ends of its leases still held; one that comes back
+        chooses its epoch again, from its leases."""
+        self.streams = {stream.name: stream for stream in streams}
+        self.known.update(self.streams)
+        self.chosen = {name: identifier for name, identifier in self.chosen.items() if name in self.streams}
 
     def sync_shards(self, leases: Mapping[str, Lease], why: str) -> bool:
         """Each stream's shard sync (``ShardSyncer.sync_shards``); False if any listing failed."""
@@ -88,7 +101,7 @@ class StreamSyncers:
 
     def _syncer(self, identifier: StreamIdentifier) -> ShardSyncer:
         if identifier not in self.syncers:
-            stream = self.streams[identifier.name]
+            stream = self.known[identifier.name]
             self.syncers[identifier] = ShardSyncer(
                 self.config, self.table, self.client, self.log, self.view,
                 stream=KinesisStream(self.client, stream.name, stream.arn, by_arn=stream.arn is not None),

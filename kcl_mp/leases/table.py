@@ -34,6 +34,8 @@ each write is also conditioned on the item being a lease, as the paragraph after
     children        UpdateItem  (only the prefix below)
                                 ADD childShardIds :children
     delete          DeleteItem  checkpoint = SHARD_END           (a finished lease)
+    delete former   DeleteItem  (only the prefix below)          (a lease of a former stream:
+                                                                 leases.stream_changes)
 
 Every write but create is also conditioned on the item being a lease (``lease.not_a_lease``,
 as far as a condition can say it), so no write of kcl-mp can alter a row KCL 3.5 keeps
@@ -290,6 +292,15 @@ class LeaseTable:
             )
             is not None
         )
+
+    def delete(self, key: str) -> bool:
+        """Delete a lease of a former stream, whoever holds it (``leases.stream_changes`` decides);
+        False when it is gone already (or no longer a lease)."""
+        return call(f"deleting lease {key}", partial(
+            self.client.delete_item, TableName=self.name, Key={LEASE_KEY: {"S": key}},
+            ConditionExpression=_IS_LEASE, ExpressionAttributeNames=dict(_IS_LEASE_NAMES),
+            ExpressionAttributeValues=dict(_IS_LEASE_VALUES),
+        ), {CONDITION_FAILED: None}) is not None
 
     def delete_finished(self, key: str) -> bool:
         """Delete a lease whose shard was processed to its end (shard_sync.plan_cleanup decides)."""

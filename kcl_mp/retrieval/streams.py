@@ -20,7 +20,7 @@ from typing import Any
 from kcl_mp.aws.clients import DEFAULT_LIMITS, ClientLimits
 from kcl_mp.aws.clients import client as aws_client
 from kcl_mp.config import Config, InitialPosition
-from kcl_mp.config.settings import StreamKind
+from kcl_mp.config.settings import StreamKind, StreamSettings
 from kcl_mp.leases.multi_stream import split_key
 from kcl_mp.multilang.wire import make_batch
 from kcl_mp.retrieval.dynamodb_stream import DynamoDBStream
@@ -71,16 +71,18 @@ class LeaseStream:
                 "streamIdentifier": self.identifier}
 
 
-def lease_stream(config: Config, key: str) -> LeaseStream:
+def lease_stream(config: Config, key: str, stream: StreamSettings | None = None) -> LeaseStream:
     """The stream lease ``key`` reads: the configured one, or the multi-stream lease's own, with its
     processor and initial position; a stream named by its name gets its ARN in the Kinesis
-    client's region and the account its lease key carries."""
+    client's region and the account its lease key carries. ``stream``: that stream's settings
+    where the list has changed since ``config`` was read (``streamListFile``)."""
     split = split_key(key) if config.streams else None
     if split is None:
         return LeaseStream(key, config.stream_name, config.stream_arn, None, config.processor.command,
                            config.initial_position)
     identifier, shard_id = split
-    stream = next(s for s in config.streams if s.name == identifier.name)  # the table shows no other (not_a_lease)
+    # the table shows no stream that is not listed (not_a_lease)
+    stream = stream or next(s for s in config.streams if s.name == identifier.name)
     region = config.kinesis.region
     arn = stream.arn or (f"arn:aws:kinesis:{region}:{identifier.account}:stream/{stream.name}" if region else None)
     return LeaseStream(shard_id, stream.name, arn, identifier.serialized, stream.command, stream.initial_position,

@@ -37,12 +37,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kcl_mp.config import Config
+from kcl_mp.config.settings import StreamSettings
 from kcl_mp.errors import DependencyError
 from kcl_mp.fleet.discovery import OwnerIndexDiscovery
 from kcl_mp.fleet.leader import UNREADABLE
 from kcl_mp.fleet.role import FleetRole
 from kcl_mp.leases import balance, shard_sync
 from kcl_mp.leases.lease import Lease
+from kcl_mp.leases.multi_stream import split_key
 from kcl_mp.leases.renewer import Renewer
 from kcl_mp.leases.shard_syncer import ShardSyncer, TableView
 from kcl_mp.leases.stream_syncers import StreamSyncers
@@ -104,6 +106,7 @@ class LeaseCoordinator:
         self.view = TableView()
         self.sync: ShardSyncer | StreamSyncers = (StreamSyncers if self.config.streams else ShardSyncer)(
             self.config, self.table, self.kinesis, self.log, self.view)
+        self.draining: frozenset[str] = frozenset()  # streams that left the list: nobody takes or assigns them
         self.handoffs = Handoffs(self.config, self.table, self.log, self.clock, self.metrics)
 
     def record_bytes(self, key: str, nbytes: int) -> None:
@@ -236,6 +239,8 @@ class LeaseCoordinator:
         for key in [key for key in self.held if key not in leases or leases[key].holder != self.me]:
             holder = leases[key].holder if key in leases else None
             self.drop(key, f"the lease table shows {holder or 'nobody'} holding it")
+        if self.draining:  # held ones are kept (renewed until drained: stream_changes), others left alone
+            leases = {key: lease for key, lease in leases.items() if not self.is_draining(key)}
         if not self.fleet.role.takes:
             before = set(self.held)
             sent_at = self.clock()  # no later than any write of the round
@@ -310,6 +315,43 @@ class LeaseCoordinator:
         self.scanned_all = False
         self.adopt_own_leases(found, "assigned by the leader")
         return tuple(key for key in self.held if key not in before)
+
+    # -- streams that change (a multi-stream application: supervisor.stream_changes) --------
+
+    def streams_changed(self, streams: tuple[StreamSettings, ...], draining: frozenset[str]) -> None:
+        """The streams this host reads or drains now: the leases the table shows it (``not_a_lease``),
+        and among them those of ``draining`` streams, which it neither takes nor assigns."""
+        names = frozenset(stream.name for stream in streams)
+        self.table.streams = names
+        if self.renewals is not None:
+            self.renewals.streams = names
+        self.draining = draining
+        assert isinstance(self.sync, StreamSyncers)  # only a multi-stream application changes streams
+        self.sync.streams_changed(tuple(stream for stream in streams if stream.name not in draining))
+
+    def is_draining(self, key: str) -> bool:
+        split = split_key(key)
+        return split is not None and split[0].name in self.draining
+
+    def release(self, key: str) -> bool:
+        """Let a held lease go at once (its stream was drained): False when the write failed
+        (it then expires instead) or found it another worker's."""
+        self.held.pop(key, None)
+        self.throughput.drop(key)
+        try:
+            released = self.table.release(key, self.me)
+        except DependencyError as exc:
+            self.log.warning("releasing lease %s failed (%s); it will expire instead", key, exc)
+            return False
+        if released:
+            self.metrics.add("leases_released", 1)
+        return released
+
+    def delete_stream(self, name: str) -> list[str]:
+        """Delete every lease of stream ``name`` (a former stream whose wait has passed), whoever
+        holds it (Java's deletion too: its holders' processors then lose them); the keys deleted."""
+        former = LeaseTable(self.table.client, self.table.name, {name})
+        return [lease.key for lease in former.list_leases() if former.delete(lease.key)]
 
     def runs_shard_sync(self) -> bool:
         """Whether this host runs the periodic shard sync: every host in a 2.x role (kcl-mp's

@@ -95,6 +95,7 @@ from kcl_mp.supervisor.shards import RunningShard, Shards
 from kcl_mp.supervisor.signals import SignalQueue, StartupInterrupted
 from kcl_mp.supervisor.starts import Starts
 from kcl_mp.supervisor.steps import MAX_FAILURES, Steps
+from kcl_mp.supervisor.stream_changes import StreamChanges
 from kcl_mp.worker import channel
 
 USAGE_LOG_S = 60.0  # how often the processors' CPU and memory are logged
@@ -126,6 +127,8 @@ class Supervisor:
         self.starts = Starts(self.config.lease.failover_time_ms / 1000.0, self.log)
         self.restarts = self.starts.restarts  # key -> Restart: shards waiting to be restarted
         self.exits = Exits(self.config, self.leases, self.restarts, self.log, self.metrics, self.rng)
+        self.stream_changes = (StreamChanges(self.config, self.leases, self.shards, self.log, self.metrics, self.clock)
+                               if self.config.streams else None)  # a multi-stream application's list, looked at again
         self.counters = self.exits.counters  # events an operator should see (the metrics issue publishes them)
         self.steps = Steps(self.log, self.metrics, self.counters)
         self.views = 0  # live views printed (the first has the legend)
@@ -198,6 +201,9 @@ class Supervisor:
                 step("parents", lambda: self.leases.sync.poll_parents(
                     sorted({p for parents in self.starts.waiting.values() for p in parents})))
                 due["parents"] = now + lease_settings.parent_shard_poll_interval_ms / 1000.0
+            if self.stream_changes is not None and now >= due["streams"]:
+                step("streams", self.look_at_streams)
+                due["streams"] = now + self.config.stream_list.read_interval_ms / 1000.0
             if now >= due["usage"]:
                 step("usage", self.log_usage)
                 due["usage"] = now + USAGE_LOG_S
@@ -206,6 +212,8 @@ class Supervisor:
                 due["metrics"] = now + METRICS_EVERY_S
             step("fence", self.fence_workers)
             step("reap", self.reap_workers)
+            if self.stream_changes is not None:
+                step("drain", self.stream_changes.drain)
             step("spawn", self.spawn_workers)
             if self.progress_every_s and now >= due["progress"]:
                 step("progress", self.show_progress)
@@ -266,7 +274,7 @@ class Supervisor:
         now = self.clock()
         self.due.update(renew=now + lease_settings.renew_interval_s, scan=now, sync=now + sync_interval_s,
                         parents=now + lease_settings.parent_shard_poll_interval_ms / 1000.0, usage=now + USAGE_LOG_S,
-                        progress=now + (self.progress_every_s or 0), metrics=now)
+                        progress=now + (self.progress_every_s or 0), metrics=now, streams=now)
         if not (lease_settings.skip_shard_sync_at_startup_if_leases_exist and leases):
             self._after_sync(self.leases.sync.sync_shards(self.leases.last_seen, "start-up"), now)
         self.leases.adopt_own_leases(leases)
@@ -357,12 +365,21 @@ class Supervisor:
         ``time.monotonic()``: host-wide, so the pool processes' own clocks read the same."""
         self.shards.fence({key: held.renewed_at for key, held in self.leases.held.items()})
 
+    def look_at_streams(self) -> None:
+        """A multi-stream application's list, looked at again (``stream_changes``)."""
+        assert self.stream_changes is not None
+        if self.stream_changes.look():  # a stream appended: the host that syncs creates its leases now
+            self.due["sync"] = self.clock()
+
     def spawn_workers(self) -> None:
         if self.stopping:
             return
         for key in self.starts.choose(self.leases.held, self.shards.active, self.clock(), self.leases.waiting_for):
+            if self.leases.is_draining(key):  # its stream left the list: released, not started (stream_changes)
+                continue
             held = self.leases.held[key]
-            self.shards.start(key, held.lease.checkpoint or _fresh(self.config), self.consumer_arn, held.renewed_at)
+            self.shards.start(key, held.lease.checkpoint or _fresh(self.config), self.consumer_arn, held.renewed_at,
+                              self.stream_changes.stream_of(key) if self.stream_changes else None)
 
     def reap_workers(self) -> None:
         ended, actions = self.shards.ended(self._lost_wait_s())

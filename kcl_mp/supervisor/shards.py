@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kcl_mp.config import Config
+from kcl_mp.config.settings import StreamSettings
 from kcl_mp.metrics import link
 from kcl_mp.metrics.catalogue import Recorder, decode_samples
 from kcl_mp.sequence import ExtendedSequenceNumber
@@ -107,9 +108,10 @@ class Shards:
 
     # -- words out --------------------------------------------------------------------
 
-    def start(self, key: str, checkpoint: ExtendedSequenceNumber, consumer_arn: str | None, renewed_at: float) -> None:
+    def start(self, key: str, checkpoint: ExtendedSequenceNumber, consumer_arn: str | None, renewed_at: float,
+              stream: StreamSettings | None = None) -> None:
         pool = self.pools.place(key)
-        pool.send(channel.Start(key, checkpoint, consumer_arn, renewed_at))
+        pool.send(channel.Start(key, checkpoint, consumer_arn, renewed_at, stream))
         progress = self.progress.setdefault(key, ShardProgress(key))
         progress.restarted()
         self.active[key] = RunningShard(key, pool, self.clock(), progress, renewed_at=renewed_at)

@@ -5,8 +5,10 @@ but ``Renewed`` and ``Usage`` names one shard. Pure: no boto3, no I/O.
 
 supervisor -> pool process:
 
-    Start(shard, checkpoint, consumer_arn, renewed_at)   drive this shard: start its processor
-                     once the hold is fresh (``fencing.Hold``), from ``checkpoint``
+    Start(shard, checkpoint, consumer_arn, renewed_at, stream)   drive this shard: start its processor
+                     once the hold is fresh (``fencing.Hold``), from ``checkpoint``; ``stream``: a
+                     multi-stream lease's stream as the supervisor's list has it now (it may have been
+                     appended since the pool process was forked)
     Renewed(leases)  ((shard, at), ...): each lease was renewed by a request sent at ``at``
                      (the supervisor's ``time.monotonic()``, host-wide); one batch per fence step
     Shutdown(shard)  graceful stop: no more records; the processor gets shutdownRequested and
@@ -45,6 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kcl_mp.config.settings import StreamSettings
 from kcl_mp.sequence import ExtendedSequenceNumber
 
 # -- supervisor -> pool process ---------------------------------------------------------------
@@ -55,6 +58,7 @@ class Start:
     checkpoint: ExtendedSequenceNumber
     consumer_arn: str | None = None  # enhanced fan-out: SubscribeToShard through this consumer
     renewed_at: float = float("-inf")  # the send time of the renewal that confirmed the lease
+    stream: StreamSettings | None = None  # a multi-stream lease's stream; None: the configured one
 
 
 @dataclass(frozen=True)

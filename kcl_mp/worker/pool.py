@@ -139,6 +139,8 @@ class Pool:
                 self._tell(key, TERMINATE)
 
     def _start(self, start: channel.Start) -> None:
+        if start.stream is not None and start.stream.name not in self.shared.table.streams:  # appended since the fork
+            self.shared.table.streams |= {start.stream.name}
         log = logs.ShardLog(logging.getLogger("kcl_mp.shard_worker"), self.spec.config.worker_id, start.shard)
         inbox: queue.Queue[str] = queue.Queue()
         driver = ShardDriver(self.shared, start, inbox, self.send, log)

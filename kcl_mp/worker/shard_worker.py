@@ -89,7 +89,7 @@ class ShardDriver:
         self.start = start
         self.config = shared.config
         self.shard_id = start.shard  # the lease's key (a multi-stream one also names its stream)
-        self.stream = lease_stream(self.config, start.shard)  # the stream it reads, its processor
+        self.stream = lease_stream(self.config, start.shard, start.stream)  # the stream it reads, its processor
         self.inbox = inbox
         self.send = send
         self.log = log

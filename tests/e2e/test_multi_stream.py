@@ -153,3 +153,77 @@ def test_the_embedded_demo_creates_every_stream_and_leases_shows_their_leases(tm
     for name in names:
         assert f"created stream {name} with 2 shards" in daemon.output()
         assert len([line for line in shown[-1].stdout.splitlines() if f":{name}:" in line]) == 2, shown[-1].stdout
+
+
+WAIT_MS = 3000  # waitPeriodToDeleteFormerStreamsMillis: short, the drain and the deletion in one test
+
+
+@pytest.mark.parametrize("mode", ["CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X"])
+def test_a_stream_appended_and_one_removed_while_two_hosts_run(mode: str, tmp_path: Path, kinesis, dynamodb,
+                                                               moto_url: str, unique_name: str) -> None:
+    """Two hosts read a list file of two streams (re-read every second); once every record is
+    delivered, one stream is removed and a third appended. Every record of the appended stream is
+    delivered; the removed one is drained: each of its leases released by a host after its
+    processor's last checkpoint, at its last record (the recorder checkpoints only on
+    shutdownRequested here), then, out of the list for WAIT_MS, its leases deleted."""
+    kept, gone, added = (f"{unique_name}-{x}" for x in ("kept", "gone", "added"))
+    stream_of_id, last_seq = {}, {}  # record id -> its stream; (stream, shard) -> its last sequence number
+    for i, (name, shards) in enumerate(((kept, 1), (gone, 2), (added, 2))):
+        ensure_stream(kinesis, name, shards)
+        for put in produce(kinesis, name, 120, first_id=i * 100_000, seed=i, aggregated_share=0):
+            stream_of_id[put.id] = name
+            last_seq[name, put.shard_id] = max(last_seq.get((name, put.shard_id), 0), int(put.sequence_number))
+    listing = tmp_path / "streams.txt"
+    listing.write_text(f"{kept}\n{gone}\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    keys = {k: v for k, v in base_properties(
+        moto_url, kept, unique_name, f"{sys.executable} {RECORDER}", clientVersionConfig=mode, streamListFile=listing,
+        streamListReadIntervalMillis=1000, waitPeriodToDeleteFormerStreamsMillis=WAIT_MS,
+        formerStreamsLeasesDeletionStrategy="FORMER_STREAMS_AUTO_DETECTION_DEFERRED_DELETION").items()
+        if k != "streamName"}
+    env = {"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "100000"}
+    hosts = {name: Daemon(write_properties(tmp_path / f"{name}.properties", **keys, workerId=name),
+                          tmp_path / f"{name}.log", "--log-format", "json", env=env) for name in ("host-a", "host-b")}
+
+    def delivered(*streams: str) -> set[int]:
+        return {json.loads(e["data"])["id"] for e in records_only(recorded(out))} & {
+            n for n, stream in stream_of_id.items() if stream in streams}
+
+    def events(kind: str) -> list[dict]:
+        return [entry for daemon in hosts.values() for _, entry in log_lines(daemon.output())
+                if entry.get("event") == kind]
+
+    def drained_at_last_record() -> bool:
+        """Each shard of the removed stream released by a host at its last record's checkpoint."""
+        released = {(split_key(e["lease"])[1], e["checkpoint"]) for e in events("lease_released")  # type: ignore[index]
+                    if e.get("stream") == gone}
+        return all((shard, str(seq)) in released for (name, shard), seq in last_seq.items() if name == gone)
+
+    def gone_leases() -> int:
+        items = dynamodb.scan(TableName=unique_name, ConsistentRead=True)["Items"]
+        return sum(f":{gone}:" in item["leaseKey"]["S"] for item in items)
+
+    try:
+        first = {n for n, stream in stream_of_id.items() if stream != added}
+        wait_until(lambda: delivered(kept, gone) == first, 120, f"the {len(first)} records of the first two streams")
+        listing.write_text(f"{kept}\n# {gone} removed\n{added}\n")
+        wait_until(drained_at_last_record, 60, f"{gone} drained, each lease at its last record's checkpoint")
+        third = {n for n, stream in stream_of_id.items() if stream == added}
+        wait_until(lambda: delivered(added) == third, 60, f"the {len(third)} records of {added}, appended")
+        wait_until(lambda: gone_leases() == 0, 30, f"the leases of {gone} deleted after {WAIT_MS} ms")
+        stop_all(hosts)
+    finally:
+        for daemon in hosts.values():
+            daemon.kill()
+
+    got = Counter(json.loads(e["data"])["id"] for e in records_only(recorded(out)))
+    assert set(got) == set(stream_of_id) and got.most_common(1)[0][1] == 1, got.most_common(3)
+    for kind, stream in (("stream_added", added), ("stream_draining", gone), ("stream_drained", gone),
+                         ("stream_deletion_scheduled", gone)):  # every host saw the change
+        assert {e["worker"] for e in events(kind) if e["stream"] == stream} == set(hosts), kind
+    deleted = [e for e in events("stream_deleted") if e["stream"] == gone]
+    assert sum(e["leases"] for e in deleted) == 2, deleted
+    started_after = [e for e in events("lease_taken") + events("lease_kept") + events("lease_handed_in")
+                     if f":{gone}:" in e["lease"] and e["ts"] > max(d["ts"] for d in events("stream_drained"))]
+    assert not started_after, started_after  # a drained stream is taken and assigned by nobody

@@ -23,7 +23,7 @@ from kcl_mp.config import (
     load_config,
 )
 from kcl_mp.config import keys as config_keys
-from kcl_mp.config.settings import DynamoDBStreamsSettings, FormerStreamsSettings, StreamKind
+from kcl_mp.config.settings import DynamoDBStreamsSettings, FormerStreamsSettings, StreamKind, StreamListSettings
 from kcl_mp.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +67,8 @@ def test_minimal_file_gives_the_documented_defaults(tmp_path) -> None:
 def test_key_table_defaults_match_the_dataclasses() -> None:
     sections = {"retrieval": RetrievalSettings, "lease": LeaseSettings, "processor": ProcessorSettings,
                 "metrics": MetricsSettings, "top": Config, "kcl3": Kcl3Settings,
-                "dynamodb_streams": DynamoDBStreamsSettings, "former_streams": FormerStreamsSettings}
+                "dynamodb_streams": DynamoDBStreamsSettings, "former_streams": FormerStreamsSettings,
+                "stream_list": StreamListSettings}
     for key in config_keys.KEYS:
         assert key.doc, key.name
         if key.field:

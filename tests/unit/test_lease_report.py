@@ -110,3 +110,22 @@ def test_a_row_kcl_mp_cannot_read_is_listed_apart_with_its_reason_and_escaped() 
     assert "owner\\x1b[8mhidden" in text
     assert "not a lease: checkpointSubSequenceNumber '1.5' is not a whole number" in text
     assert "shardId-000000000777\\n2026-11-25T15:00:00.000 ERROR" in text
+
+
+def test_a_multi_stream_table_gets_a_line_per_stream_and_one_stream_none() -> None:
+    orders, payments = "123456789012:orders:1700000000000", "123456789012:payments:1700000000001"
+    leases = [Lease(f"{orders}:shardId-000000000000", "A", 5), Lease(f"{orders}:shardId-000000000001", "B", 5),
+              Lease(f"{orders}:shardId-000000000002", "B", 5),
+              Lease(f"{payments}:shardId-000000000000", None, 2, ExtendedSequenceNumber("SHARD_END")),
+              Lease(f"{payments}:shardId-000000000001", "A", 3)]
+    report = summarize("app", leases, leases, watched_s=0.0, failover_s=10.0)
+    assert [(s.name, s.leases, s.finished, s.workers) for s in report.streams] == [
+        ("orders", 3, 0, {"B": 2, "A": 1}), ("payments", 2, 1, {"A": 1})]
+    text = render(report)
+    assert "orders                                        3        0  B 2, A 1" in text
+    assert "payments                                      2        1  A 1" in text
+    assert report.as_json()["streams"][1] == {"name": "payments", "leases": 2, "finished": 1, "workers": {"A": 1}}
+
+    one = [Lease("shardId-000000000000", "A", 5)]
+    single = summarize("app", one, one, watched_s=0.0, failover_s=10.0)
+    assert single.streams == () and "streams" not in single.as_json() and "stream " not in render(single)

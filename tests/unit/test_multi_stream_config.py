@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from kcl_mp.cli import check_startable
 from kcl_mp.config import InitialPosition, load_config
 from kcl_mp.config.settings import FormerStreamsSettings, StreamSettings
 from kcl_mp.errors import ConfigError
@@ -148,3 +149,62 @@ def test_a_single_stream_file_has_no_streams_and_is_warned_about_multi_stream_ke
     config = load(tmp_path, streamName="a", waitPeriodToDeleteFormerStreamsMillis="5")
     assert config.warnings == (f"{tmp_path / 'app.properties'} line 6: waitPeriodToDeleteFormerStreamsMillis is "
                                "used only by a multi-stream application (streamArns or streamNames)",)
+
+
+def test_a_stream_list_file_names_the_streams_and_keeps_the_overrides_of_streams_it_may_list_later(tmp_path) -> None:
+    (tmp_path / "streams.txt").write_text(f"# the orders first\n{arn('orders')}\n\n  payments   # by name\n")
+    config = load(tmp_path, streamListFile="streams.txt", streamListReadIntervalMillis="5000",
+                  **{"stream.payments.executableName": "node p.js", "stream.later.initialPositionInStream": "latest"})
+    assert [(s.name, s.arn, s.command) for s in config.streams] == [
+        ("orders", arn("orders"), APP), ("payments", None, ("node", "p.js"))]
+    assert config.stream_name == "orders, payments"
+    assert config.stream_list.file == str(tmp_path / "streams.txt") and config.stream_list.read_interval_ms == 5000
+    assert {s.name: s.initial_position.kind for s in config.stream_list.templates} == {"payments": "LATEST",
+                                                                                     "later": "LATEST"}
+    assert load(tmp_path, streamNames="a").stream_list.file is None
+
+
+# id, the file's text (None: no file), keys, the error's part ({path}: the properties, {file}: the list)
+FILE_ERRORS: list[tuple[str, str | None, dict[str, str], str]] = [
+    ("beside streamNames, naming both keys", "a\n", {"streamNames": "a"},
+     "app.properties line 6: streamNames and {path} line 5: streamListFile: name the streams one way, not both"),
+    ("beside streamName", "a\n", {"streamName": "a"},
+     "app.properties line 6: streamName and {path} line 5: streamListFile both name the streams: keep one"),
+    ("a bad line, by file and line", "a\n# fine\nb c\n", {}, "{file} line 3: 'b c' is not a stream name"),
+    ("an ARN of another region, by file and line", f"{arn('a', 'eu-west-1')}\n", {},
+     "{file} line 1: " + arn("a", "eu-west-1") + " is in region eu-west-1, not in the Kinesis client's us-east-1"),
+    ("a stream twice", "a\nb\na\n", {}, "{file} line 3: stream a is listed twice"),
+    ("no stream at all", "# nothing yet\n", {}, "{file}: names no stream"),
+    ("a file that cannot be read", None, {}, "{path} line 5: streamListFile: cannot read {file}: No such file"),
+    ("PROVIDED needs its list", "a\n", {"formerStreamsLeasesDeletionStrategy": "PROVIDED_STREAMS_DEFERRED_DELETION"},
+     "formerStreamsLeasesDeletionStrategy = PROVIDED_STREAMS_DEFERRED_DELETION deletes the leases of the streams "
+     "formerStreamsToDelete names: set it"),
+]
+
+
+@pytest.mark.parametrize("text,keys,message", [case[1:] for case in FILE_ERRORS], ids=[case[0] for case in FILE_ERRORS])
+def test_what_is_refused_of_a_stream_list_file(tmp_path, text: str | None, keys: dict[str, str], message: str) -> None:
+    listing = tmp_path / "streams.txt"
+    if text is not None:
+        listing.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path, streamListFile="streams.txt", **keys)
+    assert message.format(path=tmp_path / "app.properties", file=listing) in str(info.value)
+
+
+def test_the_provided_strategy_and_its_list(tmp_path) -> None:
+    config = load(tmp_path, streamNames="a", formerStreamsLeasesDeletionStrategy="PROVIDED_STREAMS_DEFERRED_DELETION",
+                  formerStreamsToDelete="old, older")
+    assert config.former_streams == FormerStreamsSettings("PROVIDED_STREAMS_DEFERRED_DELETION", 3600000,
+                                                          ("old", "older"))
+    assert load(tmp_path, streamNames="a", formerStreamsToDelete="old").warnings == (
+        f"{tmp_path / 'app.properties'} line 6: formerStreamsToDelete is used only with "
+        "formerStreamsLeasesDeletionStrategy = PROVIDED_STREAMS_DEFERRED_DELETION",)
+
+
+def test_the_processor_of_a_stream_the_file_lists_later_is_checked_at_start(tmp_path) -> None:
+    (tmp_path / "streams.txt").write_text("a\n")
+    config = load(tmp_path, streamListFile="streams.txt", executableName="true",
+                  **{"stream.later.executableName": "no-such-processor-kclmp"})
+    with pytest.raises(ConfigError, match="stream.later.executableName: "):
+        check_startable(config)
