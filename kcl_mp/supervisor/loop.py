@@ -19,13 +19,17 @@ or a message from a pool process), handle what arrived, then do what is due:
     sync    every shardSyncIntervalMillis: delete finished leases whose children are being
             processed; list the shards only if the leases leave a gap (``shard_sync.audit``)
     parents every parentShardPollIntervalMillis: re-read the parents held children wait for
+    streams a multi-stream application, every streamListReadIntervalMillis: read the list again,
+            start appended streams, drain removed ones, delete former ones' leases; each turn
+            release the drained leases (``stream_changes``)
     reap    notice shards that ended, or whose pool process died (``supervisor.shards``);
             restart them with backoff from the last checkpoint while the lease is held
             (a processor that did not checkpoint at SHARD_END is
             restarted the same way, so the shard end is retried, loudly); after
             kclmp.processorMaxRestarts failures in a row, release the lease for another
             host; with kclmp.processorFailure = EXIT, stop the host instead (Java's way)
-    usage   every minute, log the processors' CPU and memory (sampled by the pool processes)
+    usage   every minute, log the processors' CPU and memory (sampled by the pool processes);
+            every second ship the figures to the metrics process (``reports``)
     fence   send each pool process the send times of its leases' last successful renewals
             (one ``Renewed`` batch: a shard delivers only while that is recent, ``fencing``);
             tell leaseLost to a shard whose lease is no longer held (a renewal failed, or a
@@ -67,29 +71,25 @@ import logging
 import random
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-import orjson
 from multiprocess.connection import wait as wait_for
 
 from kcl_mp.aws.clients import client as aws_client
 from kcl_mp.config import Config
 from kcl_mp.errors import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK
 from kcl_mp.leases.renewer import renewal_table
-from kcl_mp.leases.rows import OtherRow, other_rows_line
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import LeaseEvent, ShardLog, lease_event
-from kcl_mp.metrics import link
-from kcl_mp.metrics import process as metrics_process
-from kcl_mp.metrics.catalogue import Recorder, encode_samples
+from kcl_mp.metrics.catalogue import Recorder
 from kcl_mp.retrieval import fanout
 from kcl_mp.retrieval.streams import stream_client
 from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.supervisor.coordinator import LeaseCoordinator, Renewal
 from kcl_mp.supervisor.exits import Exits
-from kcl_mp.supervisor.progress import render, shard_state
+from kcl_mp.supervisor.reports import Reports
 from kcl_mp.supervisor.shard_life import CHECKPOINTED, TOLD_LOST, Event, ShardState
 from kcl_mp.supervisor.shards import RunningShard, Shards
 from kcl_mp.supervisor.signals import SignalQueue, StartupInterrupted
@@ -120,19 +120,18 @@ class Supervisor:
         self.leases = LeaseCoordinator(self.config, self.table, stream_client(self.config),
                                        self.log, self.clock, self.rng, metrics=self.metrics,
                                        renewals=renewal_table(self.config))
-        self.metrics_link: metrics_process.Link | None = None
         self.consumer_arn: str | None = None  # enhanced fan-out's consumer, found or registered at start
         self.loop_lag_s = 0.0
         self.shards = Shards(self.config, self.log_level, self.log_format, self.log, self.metrics, self.clock)
         self.starts = Starts(self.config.lease.failover_time_ms / 1000.0, self.log)
         self.restarts = self.starts.restarts  # key -> Restart: shards waiting to be restarted
         self.exits = Exits(self.config, self.leases, self.restarts, self.log, self.metrics, self.rng)
+        self.reports = Reports(self.config, self.log, self.metrics, self.leases, self.shards, self.starts, self.exits,
+                               self.clock)
         self.stream_changes = (StreamChanges(self.config, self.leases, self.shards, self.log, self.metrics, self.clock)
                                if self.config.streams else None)  # a multi-stream application's list, looked at again
         self.counters = self.exits.counters  # events an operator should see (the metrics issue publishes them)
         self.steps = Steps(self.log, self.metrics, self.counters)
-        self.views = 0  # live views printed (the first has the legend)
-        self.other_rows: frozenset[str] = frozenset()  # keys of the rows not leases, as last logged
         self.due: dict[str, float] = {}
         self.sync_failures = 0
         self.signals = SignalQueue()
@@ -148,11 +147,11 @@ class Supervisor:
         except StartupInterrupted as stop:
             self.log.warning("%s received during start-up: stopped before processing any lease",
                              signal.Signals(stop.signum).name)
-            self._stop_metrics()
+            self.reports.stop_metrics()
             return EXIT_OK
         except BaseException:
             self.signals.starting = False  # a signal now only queues: it must not cut the stop below short
-            self._stop_metrics()  # left running, it would keep this process from exiting (it waits on the pipe)
+            self.reports.stop_metrics()  # left running, it would keep this process from exiting (it waits on the pipe)
             raise
         try:
             self._loop()
@@ -190,7 +189,7 @@ class Supervisor:
                 due["renew"] = now + lease_settings.renew_interval_s
             if now >= due["scan"]:
                 step("scan", self.leases.scan)
-                self.note_other_rows(self.table.others)
+                self.reports.note_other_rows(self.table.others)
                 due["scan"] = self.clock() + self.leases.scan_interval_s()
             if now >= due["sync"] and not self.leases.runs_shard_sync():  # a 3.x follower: the leader syncs
                 due["sync"] = now + lease_settings.shard_sync_interval_ms / 1000.0
@@ -205,9 +204,9 @@ class Supervisor:
                 step("streams", self.look_at_streams)
                 due["streams"] = now + self.config.stream_list.read_interval_ms / 1000.0
             if now >= due["usage"]:
-                step("usage", self.log_usage)
+                step("usage", self.reports.log_usage)
                 due["usage"] = now + USAGE_LOG_S
-            if self.metrics_link is not None and self.clock() >= due["metrics"]:  # at once after a long round
+            if self.reports.metrics_link is not None and self.clock() >= due["metrics"]:  # at once after a long round
                 step("metrics", self.ship_metrics)
                 due["metrics"] = now + METRICS_EVERY_S
             step("fence", self.fence_workers)
@@ -216,25 +215,13 @@ class Supervisor:
                 step("drain", self.stream_changes.drain)
             step("spawn", self.spawn_workers)
             if self.progress_every_s and now >= due["progress"]:
-                step("progress", self.show_progress)
+                step("progress", self.reports.show_progress)
                 due["progress"] = now + self.progress_every_s
             if (failed := self.steps.failed) is not None and not self.stopping:
                 self.log.error("loop step %s failed %d turns in a row: stopping (exit status %d)", failed,
                                MAX_FAILURES, EXIT_INTERNAL)
                 self.exit_code = EXIT_INTERNAL
                 self.stopping = True
-
-    def note_other_rows(self, others: Sequence[OtherRow]) -> None:
-        """Count the rows of the lease table that are not leases; log them (bounded) when they change."""
-        self.metrics.add("rows_not_leases", len(others))
-        keys = frozenset(row.key for row in others)
-        if keys == self.other_rows:
-            return
-        self.other_rows = keys
-        if others:
-            unreadable = any(row.view is None for row in others)
-            (self.log.warning if unreadable else self.log.info)(
-                "lease table %s also holds %s, left alone", self.config.lease.table_name, other_rows_line(others))
 
     def _end_pools(self) -> None:
         """The way out when the stop itself failed: every pool process ended (its pipe closed,
@@ -243,14 +230,14 @@ class Supervisor:
             for killed in self.shards.pools.stop(5.0):
                 self.shards.pools.stop_groups(killed, set(killed.groups))
         finally:
-            self._stop_metrics()
+            self.reports.stop_metrics()
 
     def _start_up(self) -> None:
         """Everything before the loop, in an order that writes nothing for a stream that
         does not exist. An error raises (the CLI prints it; exit 1); a signal ends the
         start-up at once, even inside a call that is waiting or retrying."""
         if self.metrics.enabled:  # first: it must be forked before any thread or pool process exists
-            self.metrics_link = metrics_process.start(self.config, self.log_level, self.log_format)
+            self.reports.start_metrics(self.log_level, self.log_format)
         self.signals.starting = True
         self.signals.install()
         lease_settings = self.config.lease
@@ -268,7 +255,7 @@ class Supervisor:
             self.consumer_arn = fanout.consumer_arn(self.config, stream_arn, self.leases.kinesis, self.log)
         found = self.table.scan()
         leases = list(found.leases)
-        self.note_other_rows(found.others)
+        self.reports.note_other_rows(found.others)
         self.leases.last_seen = {lease.key: lease for lease in leases}
         sync_interval_s = lease_settings.shard_sync_interval_ms / 1000.0
         now = self.clock()
@@ -393,34 +380,8 @@ class Supervisor:
     def _lost_wait_s(self) -> float:
         return (self.config.processor.timeout_s or 0) + LEASE_LOST_WAIT_S
 
-    def log_usage(self) -> None:
-        """One line for the host's processors: CPU and memory in all, and the largest."""
-        line = self.shards.usage_line(self.counters["processor_restarts"])
-        if line:
-            self.log.info("%s", line)
-
     def ship_metrics(self) -> None:
-        """Send what was recorded, with the current gauges, to the metrics process. If the
-        last line is still in the pipe, keep recording into the same statistic sets."""
-        if self.metrics_link is None or not self.metrics_link.idle():
-            return
-        renewed = {key: held.renewed_at for key, held in self.leases.held.items()}
-        line = link.snapshot(renewed, self.shards.views(), self.leases.figures, self.loop_lag_s, self.clock(),
-                             self.stopping)
-        self.metrics_link.send(orjson.dumps({"samples": encode_samples(self.metrics.drain()), **line}) + b"\n")
-
-    def show_progress(self, stopped: bool = False) -> None:
-        now = self.clock()
-        avoid = {key: until - now for key, until in self.leases.avoid.items() if until > now}
-        keys = {*self.leases.held, *self.shards.active, *self.restarts, *avoid, *self.exits.ended}
-        restarts = {key: (r.attempts, r.not_before - now) for key, r in self.restarts.items()
-                    if key not in self.shards.active}
-        states = {key: shard_state(key in self.shards.active, restarts.get(key), self.config.processor.max_restarts,
-                                   avoid.get(key), self.starts.waiting.get(key, ()), key in self.exits.ended)
-                  for key in keys}
-        print(render(list(self.shards.progress.values()), states, len(self.leases.held), now,
-                     legend=not self.views, stopped=stopped), flush=True)
-        self.views += 1
+        self.reports.ship_metrics(self.loop_lag_s, self.stopping)
 
     # -- the graceful stop ------------------------------------------------------------
 
@@ -428,7 +389,7 @@ class Supervisor:
         grace_s = self.config.processor.shutdown_grace_ms / 1000.0
         self.log.info("shutting down: %d workers, %d leases, waiting up to %.1f s for final checkpoints",
                       len(self.shards.active), len(self.leases.held), grace_s)
-        self.log_usage()  # the last figures, for the record
+        self.reports.log_usage()  # the last figures, for the record
         for shard in self.shards.active.values():
             self.shards.ask_shutdown(shard, Event.STOP)
         deadline = self.clock() + grace_s
@@ -449,21 +410,14 @@ class Supervisor:
                           self.shards.active[key].progress.checkpoint if key in self.shards.active else "-",
                           extra=lease_event(LeaseEvent.RELEASED, key))
         if self.progress_every_s:
-            self.show_progress(stopped=True)  # the final figures, after the last checkpoints
+            self.reports.show_progress(stopped=True)  # the final figures, after the last checkpoints
         self.shards.finish(self.wait)
-        if self.metrics_link is not None:
-            self.metrics_link.flush(2.0)
+        if self.reports.metrics_link is not None:
+            self.reports.metrics_link.flush(2.0)
             self.ship_metrics()  # the last figures; then the metrics process publishes them and ends
-        self._stop_metrics()
+        self.reports.stop_metrics()
         self.log.info("stopped")
         return self.exit_code
-
-    def _stop_metrics(self) -> None:
-        """Close the pipe, so the metrics process publishes what it has and ends (bounded)."""
-        if self.metrics_link is not None:
-            self.metrics_link.close()
-            self.metrics_link = None
-
 
 def _fresh(config: Config) -> ExtendedSequenceNumber:
     """A lease without a checkpoint starts at the configured initial position."""
