@@ -72,7 +72,7 @@ class Held:
 class Renewal:
     """What one renewal round found."""
 
-    lost: tuple[str, ...] = ()  # no longer ours: stop their processors (leaseLost)
+    lost: tuple[str, ...] = ()  # no longer ours (the fence step then tells their processors leaseLost)
     handoffs: tuple[str, ...] = ()  # another worker asked for them: shutdownRequested, then finish
     acquired: tuple[str, ...] = ()  # handed over to this worker: start their processors
     became_leader: bool = False  # this host now leads the 3.x fleet: scan at once (its first round)
