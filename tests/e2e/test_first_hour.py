@@ -15,7 +15,7 @@ import pytest
 from kcl_mp.devtools.producer import produce
 from kcl_mp.embedded import ensure_stream
 
-from ..support.harness import RECORDER, ROOT, Daemon, base_properties, wait_until, write_properties
+from ..support.harness import RECORDER, ROOT, Daemon, EmbeddedHost, base_properties, wait_until, write_properties
 
 pytestmark = pytest.mark.integration
 
@@ -95,24 +95,13 @@ def test_a_crash_loop_is_shown_and_its_lease_left_alone(tmp_path, kinesis, dynam
 def test_leases_reaches_a_running_embedded_daemon_at_once(tmp_path, unique_name):
     """``kcl-mp --embedded`` says where its emulator is; ``kcl-mp leases --embedded`` reads it and
     prints without waiting; once the daemon stops, the command says none is running."""
-    props = write_properties(tmp_path / "app.properties", executableName=f"{sys.executable} {RECORDER}",
-                             streamName=unique_name, applicationName=unique_name, regionName="us-east-1",
-                             failoverTimeMillis=3000, metricsLevel="NONE")
-    daemon = Daemon(props, tmp_path / "host.log", "--embedded", "--embedded-shards", "2", "--set",
-                    "workerId=host-e", env={"RECORDER_DIR": str(tmp_path)})
-    leases = [sys.executable, "-m", "kcl_mp", "leases", "-p", str(props), "--embedded"]
-    shown: list[subprocess.CompletedProcess] = []
-
-    def both_held() -> bool:
-        shown.append(subprocess.run(leases, cwd=ROOT, capture_output=True, text=True, timeout=30))
-        return f"lease table {unique_name}: 2 leases (2 active, 0 finished) on 1 workers" in shown[-1].stdout
-
+    host = EmbeddedHost(tmp_path, unique_name, streamName=unique_name)
     try:
-        wait_until(lambda: "its endpoint is in" in daemon.output(), 60, "the embedded emulator")
-        wait_until(both_held, 60, "the host's two leases in kcl-mp leases", interval=1.0)
-        assert "watching" not in shown[-1].stderr  # at once: expiry only with --wait
-        daemon.stop_gracefully()
+        host.wait_for_leases(f"lease table {unique_name}: 2 leases (2 active, 0 finished) on 1 workers",
+                             "the host's two leases in kcl-mp leases")
+        assert "watching" not in host.shown[-1].stderr  # at once: expiry only with --wait
+        host.daemon.stop_gracefully()
     finally:
-        daemon.kill()
-    gone = subprocess.run(leases, cwd=ROOT, capture_output=True, text=True, timeout=30)
+        host.daemon.kill()
+    gone = host.leases()
     assert gone.returncode == 1 and f"no kcl-mp --embedded is running for applicationName {unique_name}" in gone.stderr

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -28,6 +27,7 @@ from ..support.harness import (
     RECORDER,
     ROOT,
     Daemon,
+    EmbeddedHost,
     base_properties,
     log_lines,
     recorded,
@@ -132,27 +132,16 @@ def test_the_embedded_demo_creates_every_stream_and_leases_shows_their_leases(tm
     """``kcl-mp --embedded`` creates each listed stream; ``kcl-mp leases`` reads their leases (and
     shows them under their multi-stream keys)."""
     names = [f"{unique_name}-a", f"{unique_name}-b"]
-    props = write_properties(tmp_path / "app.properties", executableName=f"{sys.executable} {RECORDER}",
-                             streamNames=",".join(names), applicationName=unique_name, regionName="us-east-1",
-                             failoverTimeMillis=3000, metricsLevel="NONE")
-    daemon = Daemon(props, tmp_path / "host.log", "--embedded", "--embedded-shards", "2", "--set",
-                    "workerId=host-e", env={"RECORDER_DIR": str(tmp_path)})
-    leases = [sys.executable, "-m", "kcl_mp", "leases", "-p", str(props), "--embedded"]
-    shown: list[subprocess.CompletedProcess] = []
-
-    def all_held() -> bool:
-        shown.append(subprocess.run(leases, cwd=ROOT, capture_output=True, text=True, timeout=30))
-        return f"lease table {unique_name}: 4 leases (4 active, 0 finished) on 1 workers" in shown[-1].stdout
-
+    host = EmbeddedHost(tmp_path, unique_name, streamNames=",".join(names))
     try:
-        wait_until(lambda: "its endpoint is in" in daemon.output(), 60, "the embedded emulator")
-        wait_until(all_held, 60, "the four leases of the two streams in kcl-mp leases", interval=1.0)
-        daemon.stop_gracefully()
+        host.wait_for_leases(f"lease table {unique_name}: 4 leases (4 active, 0 finished) on 1 workers",
+                             "the four leases of the two streams in kcl-mp leases")
+        host.daemon.stop_gracefully()
     finally:
-        daemon.kill()
+        host.daemon.kill()
     for name in names:
-        assert f"created stream {name} with 2 shards" in daemon.output()
-        assert len([line for line in shown[-1].stdout.splitlines() if f":{name}:" in line]) == 2, shown[-1].stdout
+        assert f"created stream {name} with 2 shards" in host.daemon.output()
+        assert len([line for line in host.shown[-1].stdout.splitlines() if f":{name}:" in line]) == 2, host.shown[-1].stdout
 
 
 WAIT_MS = 3000  # waitPeriodToDeleteFormerStreamsMillis: short, the drain and the deletion in one test

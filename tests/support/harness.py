@@ -63,6 +63,29 @@ def assert_takers_count_only_leases(log: str, possible: range) -> None:
     assert not re.search(r"lease (Leader|Migration3\.0|TableMigration3\.5|java-worker-[12])\b", log)
 
 
+class EmbeddedHost:
+    """``kcl-mp --embedded`` with the recorder (2 shards a stream, worker host-e) and the
+    ``kcl-mp leases --embedded`` command that reads its emulator."""
+
+    def __init__(self, tmp_path: Path, app: str, **stream_keys: object):
+        props = write_properties(tmp_path / "app.properties", executableName=f"{sys.executable} {RECORDER}",
+                                 applicationName=app, regionName="us-east-1", failoverTimeMillis=3000,
+                                 metricsLevel="NONE", **stream_keys)
+        self.daemon = Daemon(props, tmp_path / "host.log", "--embedded", "--embedded-shards", "2", "--set",
+                             "workerId=host-e", env={"RECORDER_DIR": str(tmp_path)})
+        self.command = [sys.executable, "-m", "kcl_mp", "leases", "-p", str(props), "--embedded"]
+        self.shown: list[subprocess.CompletedProcess] = []  # every `kcl-mp leases` run, the last one last
+
+    def leases(self) -> subprocess.CompletedProcess:
+        self.shown.append(subprocess.run(self.command, cwd=ROOT, capture_output=True, text=True, timeout=30))
+        return self.shown[-1]
+
+    def wait_for_leases(self, line: str, what: str) -> None:
+        """Once the emulator is up, until ``kcl-mp leases`` prints ``line``."""
+        wait_until(lambda: "its endpoint is in" in self.daemon.output(), 60, "the embedded emulator")
+        wait_until(lambda: line in self.leases().stdout, 60, what, interval=1.0)
+
+
 def write_properties(path: Path, **keys: object) -> Path:
     path.write_text("".join(f"{k} = {v}\n" for k, v in keys.items()))
     return path
