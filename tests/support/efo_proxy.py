@@ -23,8 +23,10 @@ import http.client
 import socket
 import threading
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
+
+from .loopback_http import LoopbackServer
 
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection",
               "content-length"}
@@ -53,25 +55,8 @@ class EfoProxy:
         self.subscriptions = 0
         self.cuts = 0
         self.generation = 0  # end_subscriptions() ends the streams opened before it
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                proxy.relay(self)
-
-            def do_GET(self) -> None:
-                proxy.relay(self)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
-        self.thread.start()
+        self.http = LoopbackServer(self.relay, get=True)
+        self.url = self.http.url
 
     def relay(self, handler: BaseHTTPRequestHandler) -> None:
         body = handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
@@ -149,5 +134,4 @@ class EfoProxy:
 
     def stop(self) -> None:
         self.cut_subscriptions()
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()

@@ -21,16 +21,16 @@ from __future__ import annotations
 import http.client
 import json
 import random
-import sys
 import threading
 import time
 import uuid
 import zlib
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
 from .efo_proxy import HOP_BY_HOP
+from .loopback_http import LoopbackServer
 
 DATA_PLANE = {
     "dynamodb": {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Scan", "Query", "BatchGetItem", "BatchWriteItem"},
@@ -58,13 +58,6 @@ def throttle_error(service: str, operation: str, request: dict) -> tuple[str, st
     return "LimitExceededException", f"Rate exceeded for stream {stream} under account {ACCOUNT}."
 
 
-class _Server(ThreadingHTTPServer):
-    def handle_error(self, request: object, client_address: object) -> None:
-        """A client killed mid-request (the run kills hosts) is not an error of the proxy."""
-        if not isinstance(sys.exc_info()[1], OSError):
-            super().handle_error(request, client_address)
-
-
 class ThrottleProxy:
     """``service`` is "kinesis" or "dynamodb"; ``share`` of requests throttled; ``slow_share``
     of the others delayed by up to ``max_delay_s`` (throttled ones always are)."""
@@ -79,22 +72,8 @@ class ThrottleProxy:
         self.lock = threading.Lock()
         self.counts: Counter = Counter()  # "requests", "throttled", "delayed", "throttled:<operation>"
         self.slowest: dict[str, float] = {}  # the longest seconds seen: "upstream", per operation
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                proxy.relay(self)
-
-        self.server = _Server(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
-        self.thread.start()
+        self.http = LoopbackServer(self.relay)
+        self.url = self.http.url
 
     def set_share(self, share: float) -> None:
         with self.lock:
@@ -167,5 +146,4 @@ class ThrottleProxy:
             handler.close_connection = True
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
