@@ -160,7 +160,8 @@ def check_dynamodb_stream(config: Config, findings: list[Finding]) -> None:
 def check_kinesis(config: Config, findings: list[Finding]) -> None:
     kinesis = aws_client("kinesis", config.kinesis, limits=LIMITS)
     if config.streams:  # a multi-stream application: each stream, read by polling
-        listed = "streamArns" if any(stream.arn for stream in config.streams) else "streamNames"
+        listed = (f"streamListFile {config.stream_list.file}" if config.stream_list.file else
+                  "streamArns" if any(stream.arn for stream in config.streams) else "streamNames")
         for each in config.streams:
             check_kinesis_stream(kinesis, findings, f"{listed} ({each.name})",
                                  {"StreamARN": each.arn} if each.arn else {"StreamName": each.name})

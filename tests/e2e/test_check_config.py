@@ -105,13 +105,19 @@ def test_an_iam_policy_missing_one_action(app, moto_url):
     assert failed and all("dynamodb:UpdateItem" in line for line in failed), run.stdout  # that action, and only it
 
 
-def test_each_stream_of_a_multi_stream_file_is_checked(app, unique_name):
+@pytest.mark.parametrize("listed_in", ["streamNames", "streamListFile"])
+def test_each_stream_of_a_multi_stream_file_is_checked(app, unique_name, listed_in):
     props = app()
-    props.write_text(props.read_text().replace(f"streamName = {unique_name}\n",
-                                               f"streamNames = {unique_name}, no-such-stream\n"))
+    if listed_in == "streamNames":
+        streams = f"streamNames = {unique_name}, no-such-stream\n"
+    else:  # named after the file, which a check names as the place to fix
+        (props.parent / "streams.txt").write_text(f"# the application's streams\n{unique_name}\nno-such-stream\n")
+        listed_in = f"streamListFile {props.parent / 'streams.txt'}"
+        streams = "streamListFile = streams.txt\n"
+    props.write_text(props.read_text().replace(f"streamName = {unique_name}\n", streams))
     run = check_config(props)
     assert run.returncode == 1, run.stdout
     line, fix = failure(run, "kinesis:DescribeStreamSummary")
-    assert "streamNames (no-such-stream)" in line and "create the stream" in fix, run.stdout
-    assert any(line.strip().startswith("ok") and f"streamNames ({unique_name})" in line and "kinesis:ListShards" in line
+    assert f"{listed_in} (no-such-stream)" in line and "create the stream" in fix, run.stdout
+    assert any(line.strip().startswith("ok") and f"{listed_in} ({unique_name})" in line and "kinesis:ListShards" in line
                for line in run.stdout.splitlines()), run.stdout
