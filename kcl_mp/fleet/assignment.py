@@ -78,11 +78,12 @@ class LeaseLoad:
 class WorkerLoad:
     """One worker's metrics item: ``utilisation`` is the smoothed CPU % (None: the worker
     reports no CPU metric, Java's "default worker metric"), ``max_utilisation`` its
-    operating range."""
+    operating range, ``cores`` what a kcl-mp host says it may use (the cost-based rule)."""
 
     worker_id: str
     utilisation: float | None = None
     max_utilisation: float = 100.0
+    cores: float | None = None  # a kcl-mp host's capacity (kclmpCores); None: a Java worker
 
 
 @dataclass(frozen=True)

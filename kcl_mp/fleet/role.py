@@ -164,7 +164,7 @@ class FleetRole:
         self.election = LeaderElection(LockTable(self.client, m.lock, self.me, self.config.leader_lock_ms))
         self.reporter = WorkerMetricsReporter(self.client, m.writes, self.me,
                                               report_period_s=self.settings.worker_metrics_reporter_freq_ms / 1000.0,
-                                              clock=self.clock, wall=self.wall)
+                                              clock=self.clock, wall=self.wall, cores=host_probe.capacity())
 
     def _relocate(self, why: str) -> None:
         """TableMigration3.5 is COMPLETE: release the own table's lock; from now on everything is in the lease table."""
