@@ -12,8 +12,8 @@ average, alpha 0.5, the first sample taken as is) and written on each renewal as
 ``kclmpCpuPercent`` N, rounded to 3 decimals. It is kcl-mp's own attribute: a Java worker
 neither reads nor writes it, and a Java renewal leaves it as it was (an UpdateItem names
 only its own attributes). A kcl-mp leader reads it (``fleet/cost_balance.py``) only from
-leases whose owner renews them (a lease a Java worker took over keeps the figure kcl-mp
-wrote last: the leader ignores the figure of a lease whose owner reports no cost of its own).
+leases a kcl-mp host owns (one with ``kclmpCores`` in its worker-metrics item): a lease a
+Java worker took over keeps the figure kcl-mp wrote last, which no longer says anything.
 
 Worked example: a pool process at 30 % drives s0 (3000 bytes since the last sample) and
 s1 (1000): s0's share is 22.5 %, s1's 7.5 %. s0's processor used 40 %: its sample is 62.5 %;
