@@ -25,6 +25,7 @@ from kcl_mp.config.settings import (
     CLIENT_VERSION_CONFIGS,
     DynamoDBRecordFormat,
     FormerStreamsStrategy,
+    LeaseAssignmentStrategy,
     SkipRecordsBehavior,
 )
 from kcl_mp.config.values import (
@@ -266,6 +267,17 @@ KEYS: tuple[Key, ...] = (
        "3.x worker metric published: AUTO (what a Java worker on this host would: CPU on EC2/ECS/EKS, "
        "else none), DEFAULT (none) or CPU (/proc/stat) (docs/kcl3-facts.md section 4)",
        "kcl3.worker_metric"),
+    _k(_KCLMP + "leaseAssignmentStrategy", choices_of(LeaseAssignmentStrategy), "WORKER_UTILIZATION_AWARE",
+       "3.x leader's rebalance: WORKER_UTILIZATION_AWARE (Java's rule, fleet/assignment.py), COST_BASED (by "
+       "each lease's measured CPU, fleet/cost_balance.py) or LEASE_COUNT_BASED (Java 3.4.3: counts only)",
+       "kcl3.lease_assignment_strategy"),
+    _k(_KCLMP + "costBandPercent", decimal(0), 10.0,
+       "COST_BASED: points of its capacity a host may sit above the fleet's mean CPU before it gives leases",
+       "kcl3.cost_band_percent"),
+    _k(_KCLMP + "costMinGainPercent", decimal(0), 2.0,
+       "COST_BASED: the least a move must lower the hotter host (points of capacity)", "kcl3.cost_min_gain_percent"),
+    _k(_KCLMP + "costMovesPerRound", integer(1, 1000), 2, "COST_BASED: handoffs per assignment round at most",
+       "kcl3.cost_moves_per_round"),
     _k(_KCLMP + "metricsAddress", text, "127.0.0.1",
        "the address that port listens on (0.0.0.0: every interface, as a probed pod needs)", "metrics.address"),
     _k(_KCLMP + "maxPendingProcessRecordsInput", integer(1, 1000), 3,

@@ -79,6 +79,9 @@ class InitialPosition:
 FormerStreamsStrategy = Literal["NO_STREAMS_LEASES_DELETION", "FORMER_STREAMS_AUTO_DETECTION_DEFERRED_DELETION",
                                 "PROVIDED_STREAMS_DEFERRED_DELETION"]
 
+# kclmp.leaseAssignmentStrategy: Java's LeaseAssignmentStrategy names (3.4.3), and kcl-mp's COST_BASED.
+LeaseAssignmentStrategy = Literal["WORKER_UTILIZATION_AWARE", "COST_BASED", "LEASE_COUNT_BASED"]
+
 
 @dataclass(frozen=True)
 class StreamSettings:
@@ -203,6 +206,10 @@ class Kcl3Settings:
     leader_lease_duration_ms: int | None = None  # kclmp.leaderLockLeaseDurationMillis; None: failoverTimeMillis
     stale_worker_metrics_s: float = 86400.0  # staleWorkerMetricsEntryCleanupDuration (P1D)
     worker_metric: str = "AUTO"  # kclmp.workerMetric: AUTO (as a Java worker here), DEFAULT (empty sts/opr) or CPU
+    lease_assignment_strategy: LeaseAssignmentStrategy = "WORKER_UTILIZATION_AWARE"  # kclmp.leaseAssignmentStrategy
+    cost_band_percent: float = 10.0  # kclmp.costBandPercent
+    cost_min_gain_percent: float = 2.0  # kclmp.costMinGainPercent
+    cost_moves_per_round: int = 2  # kclmp.costMovesPerRound
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
-from kcl_mp.leases import balance
+from kcl_mp.leases import balance, cost
 from kcl_mp.leases.lease import THROUGHPUT_KBPS, Lease
 
 INFINITY = float("inf")
@@ -72,17 +72,19 @@ class LeaseLoad:
     throughput_kbps: float | None = None  # as the owner last renewed it (None: never measured)
     expired: bool = False  # no owner, or its counter has not moved for failoverTimeMillis
     handing_over: bool = False  # checkpointOwner set: a handoff is under way
+    cost: float | None = None  # kclmpCpuPercent as its owner last renewed it (None: not measured)
 
 
 @dataclass(frozen=True)
 class WorkerLoad:
     """One worker's metrics item: ``utilisation`` is the smoothed CPU % (None: the worker
     reports no CPU metric, Java's "default worker metric"), ``max_utilisation`` its
-    operating range."""
+    operating range, ``cores`` what a kcl-mp host says it may use (the cost-based rule)."""
 
     worker_id: str
     utilisation: float | None = None
     max_utilisation: float = 100.0
+    cores: float | None = None  # a kcl-mp host's capacity (kclmpCores); None: a Java worker
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,7 @@ def lease_loads(leases: Iterable[Lease], observations: Mapping[str, balance.Obse
         throughput = float(raw["N"]) if isinstance(raw, Mapping) and "N" in raw else None
         out.append(LeaseLoad(lease.key, lease.owner, throughput,
                              balance.is_expired(lease, observations.get(lease.key), now, failover_s),
-                             lease.checkpoint_owner is not None))
+                             lease.checkpoint_owner is not None, cost.measured(lease.extra)))
     return out
 
 

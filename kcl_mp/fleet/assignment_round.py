@@ -25,6 +25,12 @@ to scan. Each scan:
    reassigning one whose new owner looks dead for a moment only moves it back later), as do
    those ``settling``; a lease moved away from a worker goes back to it in none of the next
    LEFT_ROUNDS rounds; a lease a worker gave up (``released_by``) goes to none of them.
+   The rebalance follows kclmp.leaseAssignmentStrategy: WORKER_UTILIZATION_AWARE, that
+   module's own; LEASE_COUNT_BASED, the same with every lease and worker alike (no
+   throughput, no CPU: counts, spread <= 1); COST_BASED, the assignment's steps without its
+   rebalance, then ``cost_balance.plan_cost_moves`` over the leases as assigned (those just
+   assigned, settling or pending a handoff stay; ``left`` and ``released`` bar their workers;
+   maxLeasesForWorker bounds a receiver).
 5. *Remember* (``RoundPlan.remember``), from the writes that succeeded: where each moved
    lease came from (``left``) and the counter its new owner starts at (``written``).
 
@@ -39,8 +45,10 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from kcl_mp.fleet import assignment
+from kcl_mp.config.settings import LeaseAssignmentStrategy
+from kcl_mp.fleet import assignment, cost_balance
 from kcl_mp.fleet.assignment import AssignmentPlan, AssignmentSettings, LeaseLoad, Move, WorkerLoad
+from kcl_mp.fleet.cost_balance import CostSettings
 from kcl_mp.leases import balance
 from kcl_mp.leases.lease import Lease, released_by
 
@@ -55,6 +63,8 @@ class RoundSettings:
     report_period_s: float  # workerMetricsReporterFreqInMillis
     renew_interval_s: float
     assignment: AssignmentSettings = field(default_factory=AssignmentSettings)
+    strategy: LeaseAssignmentStrategy = "WORKER_UTILIZATION_AWARE"  # kclmp.leaseAssignmentStrategy
+    cost: CostSettings = field(default_factory=CostSettings)
 
 
 @dataclass(frozen=True)
@@ -140,9 +150,34 @@ def plan_round(watched: Watch, leases: Mapping[str, Lease], workers: Sequence[Wo
     left = {k: v for k, v in memory.left.items() if memory.rounds - v[0] < LEFT_ROUNDS and k in leases}
     # leases moved within LEFT_ROUNDS rounds count at the average throughput (a catch-up burst)
     released = {key: {by} for key, lease in leases.items() if (by := released_by(lease, int(wall_s * 1000)))}
-    plan = assignment.plan_assignment([load for load in watched.loads if not load.handing_over], candidates,
-                                      settings.assignment, rng, assignment.settling(memory.written, leases),
-                                      {k: v[1] for k, v in left.items()}, set(left), rebalance=watched.due,
+    loads = [load for load in watched.loads if not load.handing_over]
+    assignable = candidates
+    if settings.strategy == "LEASE_COUNT_BASED":
+        loads = [replace(load, throughput_kbps=None) for load in loads]
+        assignable = [WorkerLoad(w.worker_id) for w in candidates]
+    settling = assignment.settling(memory.written, leases)
+    barred = {k: v[1] for k, v in left.items()}
+    plan = assignment.plan_assignment(loads, assignable, settings.assignment, rng, settling, barred, set(left),
+                                      rebalance=watched.due and settings.strategy != "COST_BASED",
                                       released=released)
+    if settings.strategy == "COST_BASED" and watched.due:
+        plan = _cost_moves(plan, watched.loads, candidates, settings, settling,
+                           {k: {*barred.get(k, ()), *released.get(k, ())} for k in {*barred, *released}})
     memory = replace(memory, gone=gone, left=left, spilled=frozenset(plan.spillover))
     return RoundPlan(tuple(overdue), plan, memory, renewing)
+
+
+def _cost_moves(plan: AssignmentPlan, loads: Sequence[LeaseLoad], workers: Sequence[WorkerLoad],
+                settings: RoundSettings, settling: frozenset[str], barred: Mapping[str, set[str]]) -> AssignmentPlan:
+    """COST_BASED: the assignment's plan plus the cost-based handoffs over the leases as it leaves them."""
+    to = {m.key: m.to for m in plan.moves}
+    owned = [replace(load, owner=to.get(load.key, load.owner), expired=False) if load.key in to else load
+             for load in loads if not load.expired or load.key in to]
+    cap = settings.assignment.max_leases_for_worker
+    costed = cost_balance.plan_cost_moves(owned, workers, settings.cost, settling | set(to), barred,
+                                          lambda host, key, held: held[host] < cap)
+    counts = dict(plan.counts)
+    for move in costed.moves:
+        counts[move.owner or ""] -= 1
+        counts[move.to] += 1
+    return replace(plan, moves=plan.moves + costed.moves, counts=counts, reason=f"{plan.reason}; {costed.reason}")

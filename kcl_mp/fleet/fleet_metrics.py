@@ -32,7 +32,7 @@ def worker_load(metrics: WorkerMetrics, now_s: float, live_s: float) -> assignme
     its values ignoring -1; no CPU metric: Java's default worker (balanced by load).
 
     >>> worker_load(WorkerMetrics("w", 100, {}, {}, None), 110, 60)
-    WorkerLoad(worker_id='w', utilisation=None, max_utilisation=100.0)
+    WorkerLoad(worker_id='w', utilisation=None, max_utilisation=100.0, cores=None)
     >>> worker_load(WorkerMetrics("w", 100, {"C": (40.0, 60.0)}, {"C": (90,)}, None), 110, 60).utilisation
     50.0
     >>> worker_load(WorkerMetrics("w", 100, {"C": (40.0, -1.0)}, {"C": (90,)}, None), 110, 60) is None
@@ -44,12 +44,12 @@ def worker_load(metrics: WorkerMetrics, now_s: float, live_s: float) -> assignme
         return None
     cpu = [v for v in metrics.stats.get("C", ()) if v != -1]
     if not cpu:
-        return assignment.WorkerLoad(metrics.worker_id)
+        return assignment.WorkerLoad(metrics.worker_id, cores=metrics.cores)
     ema = cpu[0]
     for value in cpu[1:]:
         ema = 0.5 * value + 0.5 * ema
     top = metrics.operating_range.get("C", (100,))
-    return assignment.WorkerLoad(metrics.worker_id, ema, float(top[0]) if top else 100.0)
+    return assignment.WorkerLoad(metrics.worker_id, ema, float(top[0]) if top else 100.0, metrics.cores)
 
 
 def read_worker_metrics(client: Any, tables: StateTables) -> list[WorkerMetrics]:

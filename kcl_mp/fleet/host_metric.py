@@ -28,6 +28,9 @@ EKS_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 CGROUP_V2 = "/sys/fs/cgroup/cgroup.controllers"
 CGROUP_V1 = ("/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu")
 PROC = "/proc"
+CPU_MAX = "/sys/fs/cgroup/cpu.max"  # cgroup v2: "<quota> <period>" or "max <period>"
+CFS_QUOTA = "/sys/fs/cgroup/cpu/cpu.cfs_quota_us"  # cgroup v1: -1 when unlimited
+CFS_PERIOD = "/sys/fs/cgroup/cpu/cpu.cfs_period_us"
 JAVA = "as the Java daemon would report"
 
 
@@ -65,3 +68,27 @@ def choose(facts: HostFacts) -> tuple[str, str]:
             return "CPU", "EC2: the instance identity document answered"
         return "DEFAULT", f"EC2 without /proc on Linux: no operating range provider, {JAVA}"
     return "DEFAULT", f"not on EC2, ECS or EKS, {JAVA}"
+
+
+def capacity_cores(usable_cpus: int, cpu_max: str | None = None, cfs_quota: str | None = None,
+                   cfs_period: str | None = None) -> float:
+    """The cores this host's processes may use: the CPUs it may run on, capped by the cgroup's
+    CPU quota (v2 ``cpu.max``, else v1 ``cpu.cfs_quota_us / cpu.cfs_period_us``); a file that
+    is absent or unreadable caps nothing. The cost-based leader weighs hosts by it.
+
+    >>> capacity_cores(8), capacity_cores(8, "max 100000"), capacity_cores(8, "150000 100000")
+    (8.0, 8.0, 1.5)
+    >>> capacity_cores(2, None, "400000", "100000"), capacity_cores(8, None, "-1", "100000"), capacity_cores(4, "x")
+    (2.0, 8.0, 4.0)
+    """
+    cores = float(max(1, usable_cpus))
+    try:
+        if cpu_max is not None:
+            quota, period = cpu_max.split()[:2]
+            if quota != "max":
+                cores = min(cores, int(quota) / int(period))
+        elif cfs_quota is not None and cfs_period is not None and int(cfs_quota) > 0:
+            cores = min(cores, int(cfs_quota) / int(cfs_period))
+    except ValueError:
+        pass
+    return round(cores, 3)

@@ -33,6 +33,19 @@ def read_facts(root: Path = Path("/")) -> HostFacts:
     return facts
 
 
+def capacity(root: Path = Path("/")) -> float:
+    """This host's cores for kcl-mp's processes, cgroup quota aware (``host_metric.capacity_cores``)."""
+    def read(path: str) -> str | None:
+        try:
+            return (root / path.lstrip("/")).read_text(encoding="ascii").strip()
+        except OSError:
+            return None
+
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return host_metric.capacity_cores(usable, read(host_metric.CPU_MAX), read(host_metric.CFS_QUOTA),
+                                      read(host_metric.CFS_PERIOD))
+
+
 def worker_metric(configured: str, root: Path = Path("/")) -> tuple[str, str]:
     """``kclmp.workerMetric`` resolved: ``(metric, why)``; only AUTO looks at the host."""
     if configured != "AUTO":

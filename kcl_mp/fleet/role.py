@@ -62,7 +62,7 @@ from typing import Any
 
 from kcl_mp.config import Config
 from kcl_mp.errors import DependencyError
-from kcl_mp.fleet import assignment, assignment_round, client_version, fleet_metrics, host_probe
+from kcl_mp.fleet import assignment, assignment_round, client_version, cost_balance, fleet_metrics, host_probe
 from kcl_mp.fleet.client_version import ClientVersion, Role
 from kcl_mp.fleet.flip_monitor import FlipMonitor
 from kcl_mp.fleet.leader import LeaderElection, LockTable
@@ -108,7 +108,10 @@ class FleetRole:
                 dampening_percentage=self.settings.dampening_percentage,
                 rebalance_threshold_percentage=self.settings.rebalance_threshold_percentage,
                 max_throughput_per_host_kbps=self.settings.max_throughput_per_host_kbps,
-                max_leases_for_worker=config.lease.max_leases_for_worker))
+                max_leases_for_worker=config.lease.max_leases_for_worker),
+            self.settings.lease_assignment_strategy,
+            cost_balance.CostSettings(self.settings.cost_band_percent, self.settings.cost_min_gain_percent,
+                                      self.settings.cost_moves_per_round))
 
     @property
     def me(self) -> str:
@@ -164,7 +167,7 @@ class FleetRole:
         self.election = LeaderElection(LockTable(self.client, m.lock, self.me, self.config.leader_lock_ms))
         self.reporter = WorkerMetricsReporter(self.client, m.writes, self.me,
                                               report_period_s=self.settings.worker_metrics_reporter_freq_ms / 1000.0,
-                                              clock=self.clock, wall=self.wall)
+                                              clock=self.clock, wall=self.wall, cores=host_probe.capacity())
 
     def _relocate(self, why: str) -> None:
         """TableMigration3.5 is COMPLETE: release the own table's lock; from now on everything is in the lease table."""

@@ -43,7 +43,7 @@ from typing import Any
 from kcl_mp.aws.errors import call
 from kcl_mp.fleet.state_store import StateTables, ensure_table
 from kcl_mp.leases.lease import ENTITY_TYPE
-from kcl_mp.leases.rows import WORKER_METRIC_STATS, java_double
+from kcl_mp.leases.rows import CORES, WORKER_METRIC_STATS, java_double
 
 CPU = "C"  # WorkerMetricType.CPU's short name
 CPU_OPERATING_RANGE = 100  # max utilisation (%)
@@ -130,8 +130,8 @@ def proc_stat_line(path: str = "/proc/stat") -> str:
 
 
 def metrics_item(tables: StateTables, worker_id: str, stats: dict[str, list[float]],
-                 operating_range: dict[str, list[int]], now_s: int) -> dict[str, Any]:
-    """The worker-metrics item as Java writes it (key included)."""
+                 operating_range: dict[str, list[int]], now_s: int, cores: float | None = None) -> dict[str, Any]:
+    """The worker-metrics item as Java writes it (key included); a kcl-mp host adds its ``cores``."""
     item: dict[str, Any] = {
         tables.metrics_key: {"S": worker_id},
         "lut": {"N": str(now_s)},
@@ -141,6 +141,8 @@ def metrics_item(tables: StateTables, worker_id: str, stats: dict[str, list[floa
     if tables.java35:
         item.update({ENTITY_TYPE: {"S": WORKER_METRIC_STATS}, "sup": {"N": str(SUPPORT_CODE)},
                      "slu": {"N": str(now_s)}})
+    if cores is not None:
+        item[CORES] = {"N": repr(cores)}
     return item
 
 
@@ -151,8 +153,10 @@ class WorkerMetricsReporter:
 
     def __init__(self, client: Any, tables: StateTables, worker_id: str, *,
                  read_line: Callable[[], str] = proc_stat_line, report_period_s: float = REPORT_PERIOD_S,
-                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
+                 cores: float | None = None):
         self.client = client
+        self.cores = cores
         self.tables = tables
         self.worker_id = worker_id
         self.cpu = CpuMetric(read_line)
@@ -186,7 +190,7 @@ class WorkerMetricsReporter:
 
     def publish(self, stats: dict[str, list[float]]) -> None:
         item = metrics_item(self.tables, self.worker_id, stats, {name: [CPU_OPERATING_RANGE] for name in stats},
-                            int(self.wall()))
+                            int(self.wall()), self.cores)
         key = {self.tables.metrics_key: item.pop(self.tables.metrics_key)}
         names = {f"#a{i}": name for i, name in enumerate(item)}
         call(f"writing the worker metrics of {self.worker_id} to {self.tables.metrics_table}", partial(

@@ -27,7 +27,14 @@ whose owner has started processing it (below). So:
   they wait for a parent), so a fleet only stops moving leases at ``max - min <= 1``;
 - thieves that start together pick different victims instead of emptying one;
 - one round may take from several victims (water-filling), so a join settles in fewer
-  rounds.
+  rounds;
+- which of the victim's leases is stolen follows their measured cost (``kclmpCpuPercent``,
+  leases/cost.py) where any is known (``_pick``): the costliest that leaves the thief no
+  hotter than the victim (its cost at most half the gap between the victim's leases' cost
+  and the thief's), else the cheapest; none known: one at random.
+
+Worked example (cost): B holds b0 (60 %), b1 (30 %), b2 and b3 (5 %); us, nothing. The gap
+is 100 points: b0 would leave us at 60 against B's 40: b1 (30 <= 50); then, gap 40, a 5 % one.
 
 Worked example (kcl-mp): 7 leases, A (us) 0, B 4, C 3, maxLeasesToStealAtOneTime 3.
 Workers 3, target 3, needed 3. Steal 1 from B (4 >= 0 + 2): B 3, us 1. Then B and C
@@ -61,6 +68,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from kcl_mp.config import LeaseSettings
+from kcl_mp.leases import cost
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.shard_sync import unfinished_parents
 from kcl_mp.sequence import ExtendedSequenceNumber
@@ -246,6 +254,8 @@ def plan_leases(
         pools[owner] = [k for k in theirs if is_started(leases[k], observations.get(k), leases, now, failover_s)]
         unstarted[owner] = len(theirs) - len(pools[owner])
     mine = view.mine
+    costs = {k: c for k, lease in view.active.items() if (c := cost.measured(lease.extra)) is not None}
+    spent = {owner: sum(costs.get(k, 0.0) for k in stealable(view, owner)) for owner in [*projected, worker_id]}
     steal: list[str] = []
     victims: list[str] = []
     deferred = False
@@ -258,8 +268,11 @@ def plan_leases(
             break
         top = max(projected[o] for o in candidates)
         victim = rng.choice(sorted(o for o in candidates if projected[o] == top))
-        pool = pools[victim]
-        steal.append(pool.pop(rng.randrange(len(pool))))
+        key = _pick(pools[victim], costs, spent[victim] - spent[worker_id], rng)
+        pools[victim].remove(key)
+        spent[victim] -= costs.get(key, 0.0)
+        spent[worker_id] += costs.get(key, 0.0)
+        steal.append(key)
         victims.append(victim)
         projected[victim] -= 1
         mine += 1
@@ -271,6 +284,22 @@ def plan_leases(
                     f"{view.summary}: nothing to steal (no worker holds 2 more than this one)")
     sources = ", ".join(f"{n} from {o}" for o, n in sorted(Counter(victims).items()))
     return Plan(view.target, (), tuple(steal), view.live, f"{view.summary}: stealing {sources}")
+
+
+def _pick(pool: list[str], costs: Mapping[str, float], gap: float, rng: random.Random) -> str:
+    """The lease to steal from ``pool`` (the module docstring); ``gap``: the victim's cost less the thief's.
+
+    >>> _pick(["b0", "b1", "b2", "b3"], {"b0": 60.0, "b1": 30.0, "b2": 5.0, "b3": 5.0}, 100.0, random.Random(0))
+    'b1'
+    >>> _pick(["b0", "b2"], {"b0": 60.0, "b2": 5.0}, -10.0, random.Random(0))
+    'b2'
+    """
+    if not any(k in costs for k in pool):
+        return pool[rng.randrange(len(pool))]
+    fits = [k for k in pool if 2 * costs.get(k, 0.0) <= gap]
+    if fits:
+        return max(fits, key=lambda k: (costs.get(k, 0.0), k))
+    return min(pool, key=lambda k: (costs.get(k, 0.0), k))
 
 
 def plan_rescue(

@@ -47,6 +47,8 @@ THROUGHPUT_KBPS = "throughputKBps"
 # (``table.give_up``); a Java worker ignores them, a 3.x leader reads them (``released_by``).
 RELEASED_BY = "kclmpReleasedBy"
 RELEASED_UNTIL = "kclmpReleasedUntilMillis"
+# kcl-mp's own, written on renewals: the lease's measured CPU (% of a core, ``leases/cost.py``)
+CPU_PERCENT = "kclmpCpuPercent"
 
 # KCL 3.5 (EntityType) marks every row of the lease table with its kind; a lease's is LEASE,
 # and a row without one is a lease written before 3.5.

@@ -38,6 +38,7 @@ LEADER = "LEADER"
 CLIENT_VERSION_MIGRATION = "CLIENT_VERSION_MIGRATION"
 TABLE_MIGRATION = "TABLE_MIGRATION"
 WORKER_METRIC_STATS = "WORKER_METRIC_STATS"
+CORES = "kclmpCores"  # kcl-mp's own, in a kcl-mp host's worker-metrics item: its capacity; Java's reader ignores it
 LEADER_KEY = "Leader"
 MIGRATION_KEY = "Migration3.0"
 TABLE_MIGRATION_KEY = "TableMigration3.5"
@@ -116,6 +117,7 @@ class WorkerMetrics:
     operating_range: Mapping[str, tuple[int, ...]]
     support_code: int | None
     support_updated_s: int | None = None  # slu: when the support code was last reported (3.5)
+    cores: float | None = None  # kclmpCores: a kcl-mp host's capacity (None: a Java worker)
 
 
 View = LockView | CoordinatorState | WorkerMetrics
@@ -222,6 +224,7 @@ def _view(key: str, entity_type: str | None, item: Item) -> View | None:
                              for name, values in _map(item, "opr").items()},
             support_code=_whole(item["sup"], "sup") if "sup" in item else None,
             support_updated_s=_whole(item["slu"], "slu") if "slu" in item else None,
+            cores=_number(item[CORES], CORES) if CORES in item else None,
         )
     return None
 

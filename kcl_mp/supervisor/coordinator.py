@@ -42,7 +42,7 @@ from kcl_mp.errors import DependencyError
 from kcl_mp.fleet.discovery import OwnerIndexDiscovery
 from kcl_mp.fleet.leader import UNREADABLE
 from kcl_mp.fleet.role import FleetRole
-from kcl_mp.leases import balance, shard_sync
+from kcl_mp.leases import balance, cost, shard_sync
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.multi_stream import split_key
 from kcl_mp.leases.renewer import Renewer
@@ -99,6 +99,7 @@ class LeaseCoordinator:
         self.fleet = FleetRole(self.config, self.table.client, self.table, self.log, self.clock, self.wall, self.rng,
                              self.metrics)
         self.throughput = LeaseThroughput(int(self.config.lease.renew_interval_s * 1000))
+        self.cost = cost.LeaseCost()  # fed by the shards' usage samples (``Shards.record_cost``)
         self.renewer = Renewer(self.renewals or self.table, self.config.lease, self.me, self.clock, random.Random(),
                                self._renewal_attributes)
         self.discovery = OwnerIndexDiscovery(self.table, self.me, self.log)
@@ -114,7 +115,8 @@ class LeaseCoordinator:
         self.throughput.record(key, nbytes, int(self.wall() * 1000))
 
     def _renewal_attributes(self, key: str) -> dict[str, Any]:
-        return renewal_attributes(self.throughput.kbps(key, int(self.wall() * 1000)))
+        return {**renewal_attributes(self.throughput.kbps(key, int(self.wall() * 1000))),
+                **cost.renewal_attributes(self.cost.percent(key))}
 
     def join_fleet(self) -> None:
         """Start-up: settle the fleet's client version (clientVersionConfig), take up its role."""
@@ -415,6 +417,7 @@ class LeaseCoordinator:
     def drop(self, key: str, why: str) -> None:
         """Forget a lease that is no longer ours (no write: someone else has it)."""
         self.throughput.drop(key)
+        self.cost.drop(key)
         if self.held.pop(key, None) is not None:
             self.metrics.add("leases_lost", 1)
             self.log.warning("lost lease %s: %s", key, why, extra=lease_event(LeaseEvent.LOST, key))

@@ -122,7 +122,8 @@ class Supervisor:
                                        renewals=renewal_table(self.config))
         self.consumer_arn: str | None = None  # enhanced fan-out's consumer, found or registered at start
         self.loop_lag_s = 0.0
-        self.shards = Shards(self.config, self.log_level, self.log_format, self.log, self.metrics, self.clock)
+        self.shards = Shards(self.config, self.log_level, self.log_format, self.log, self.metrics, self.clock,
+                             self.leases.cost.record)
         self.starts = Starts(self.config.lease.failover_time_ms / 1000.0, self.log)
         self.restarts = self.starts.restarts  # key -> Restart: shards waiting to be restarted
         self.exits = Exits(self.config, self.leases, self.restarts, self.log, self.metrics, self.rng)

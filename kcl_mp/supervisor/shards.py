@@ -47,9 +47,11 @@ class RunningShard:
 
 class Shards:
     def __init__(self, config: Config, log_level: str, log_format: str, log: logging.LoggerAdapter,
-                 metrics: Recorder, clock: Callable[[], float]):
+                 metrics: Recorder, clock: Callable[[], float],
+                 record_cost: Callable[[str, float], None] = lambda key, percent: None):
         self.pools = Pools(config, log_level, log_format)
         self.log, self.metrics, self.clock = log, metrics, clock
+        self.record_cost = record_cost  # each sample of a lease's CPU: its processor's plus its pool share
         self.active: dict[str, RunningShard] = {}
         self.progress: dict[str, ShardProgress] = {}  # every shard driven here, kept across its restarts
         self.pool_exits = 0
@@ -99,10 +101,12 @@ class Shards:
         return False
 
     def _usage(self, message: channel.Usage) -> None:
+        shares = dict(message.pool_shares)
         for key, cpu, rss in message.samples:
             shard = self.active.get(key)
             if shard is not None:
                 shard.usage = Usage(cpu, rss)
+                self.record_cost(key, cpu + shares.get(key, 0.0))
                 self.metrics.add("processor_cpu", cpu, key)
                 self.metrics.add("processor_rss", rss, key)
 

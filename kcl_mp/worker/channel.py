@@ -30,7 +30,9 @@ pool process -> supervisor:
     Children(shard, children)   the shard is read to its end: ChildShards (ListShards-like dicts,
                      maybe empty), sent before the processor hears of it
     ShardEnd(shard, checkpointed)   shardEnded answered; True if it checkpointed at SHARD_END
-    Usage(samples)   ((shard, cpu_percent, rss_bytes), ...): the processors, every SAMPLE_EVERY_S
+    Usage(samples, pool_shares)   ((shard, cpu_percent, rss_bytes), ...): the processors, every
+                     SAMPLE_EVERY_S; ((shard, cpu_percent), ...): the pool process's own CPU split
+                     among its shards (``leases/cost.py``): together, each lease's cost
     LeaseMoved(shard)   a checkpoint was refused (the lease is another worker's): the processor
                      got the error, then leaseLost, and the shard ends
     Failed(shard, cause)   just before the shard ends with a non-zero code
@@ -124,6 +126,7 @@ class ShardEnd:
 @dataclass(frozen=True)
 class Usage:
     samples: tuple[tuple[str, float, int], ...]
+    pool_shares: tuple[tuple[str, float], ...] = ()  # each shard's share of the pool process's CPU (%)
 
 
 @dataclass(frozen=True)

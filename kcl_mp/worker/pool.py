@@ -32,6 +32,7 @@ from kcl_mp.aws.clients import ClientLimits
 from kcl_mp.aws.clients import client as aws_client
 from kcl_mp.config import Config
 from kcl_mp.errors import EXIT_DEPENDENCY, EXIT_OK
+from kcl_mp.leases.cost import pool_shares
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.retrieval.prefetch import PoolBudget
 from kcl_mp.retrieval.streams import stream_client
@@ -98,6 +99,8 @@ class Pool:
         # (seen after a host's 15 s pause with 12 shards in one pool process).
         self.send_lock = threading.Lock()
         self.terminating = False
+        # the pool's own CPU at the last usage report: (monotonic s, CPU s, each shard's delivered bytes)
+        self.own: tuple[float, float, dict[str, int]] = (time.monotonic(), time.process_time(), {})
 
     def on_sigterm(self, signum: int, frame: Any) -> None:
         self.terminating = True  # the reader sees it within READ_WAIT_S
@@ -189,4 +192,18 @@ class Pool:
         self.shared.tracker.stop()
 
     def _report_usage(self, sampled: list[tuple[str, Usage]]) -> None:
-        self.send(channel.Usage(tuple((key, u.cpu_percent, u.rss_bytes) for key, u in sampled)))
+        self.send(channel.Usage(tuple((key, u.cpu_percent, u.rss_bytes) for key, u in sampled),
+                                tuple(self._pool_shares().items())))
+
+    def _pool_shares(self) -> dict[str, float]:
+        """This process's own CPU (its threads: fetching, encoding) since the last report, split
+        among its shards by the bytes each delivered meanwhile (``cost.pool_shares``)."""
+        now, cpu_s = time.monotonic(), time.process_time()
+        with self.lock:
+            bytes_now = {key: shard.driver.delivered_bytes for key, shard in self.shards.items()}
+        then, cpu_then, bytes_then = self.own
+        self.own = (now, cpu_s, bytes_now)
+        if now <= then:
+            return {}
+        percent = max(0.0, 100.0 * (cpu_s - cpu_then) / (now - then))
+        return pool_shares(percent, {key: n - bytes_then.get(key, 0) for key, n in bytes_now.items()})

@@ -66,7 +66,7 @@ def judge(out: Path) -> None:
              "checkpointSubSequenceNumber": "N", "ownerSwitchesSinceCheckpoint": "N", "startingHashKey": "S",
              "endingHashKey": "S", "parentShardId": "SS", "childShardIds": "SS", "checkpointOwner": "S",
              "pendingCheckpoint": "S", "pendingCheckpointSubSequenceNumber": "N", "pendingCheckpointState": "B",
-             "throughputKBps": "N"}
+             "throughputKBps": "N", "kclmpCpuPercent": "N"}
     spread = {i["leaseKey"]["S"]: i for i in result["items"]["spread"]}
     for item in result["items"]["end"]:
         for name, value in item.items():

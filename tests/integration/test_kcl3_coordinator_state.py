@@ -14,6 +14,7 @@ from kcl_mp.fleet import table_migration as tm
 from kcl_mp.fleet.client_version import CONFIG_3X, CONFIG_COMPATIBLE_WITH_2X, ClientVersion
 from kcl_mp.fleet.state_store import CoordinatorStateStore, StateTables
 from kcl_mp.fleet.table_migrator import TableMigrator
+from kcl_mp.leases import cost
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.owner_index import ensure_owner_index, index_status, lease_keys_for_worker, wait_for_owner_index
 from kcl_mp.leases.rows import CoordinatorState, read_items
@@ -171,3 +172,20 @@ def test_renewal_writes_throughput_as_java(dynamodb, unique_name):
         {"N": "5.0"}
     assert table.renew(lease, "w1", renewal_attributes(1.0)) is None  # stale counter
     assert Lease.from_item(item).to_item()["throughputKBps"] == {"N": "5.0"}  # kept through a round trip
+
+
+def test_renewal_writes_the_lease_cost_beside_throughput(dynamodb, unique_name):
+    """kcl-mp's own kclmpCpuPercent rides on the renewal with throughputKBps; a renewal without
+    a sample keeps the last one; the leader reads it back from the row (``cost.measured``)."""
+    table = LeaseTable(dynamodb, unique_name)
+    table.ensure_table()
+    table.create_if_absent(Lease(key="shardId-000000000000", owner=None, counter=0))
+    lease = table.take(table.get("shardId-000000000000"), "w1")
+    costs = cost.LeaseCost()
+    costs.record(lease.key, 40.0 + cost.pool_shares(10.0, {lease.key: 100, "shardId-000000000001": 300})[lease.key])
+    renewed = table.renew(lease, "w1", {**renewal_attributes(5.0), **cost.renewal_attributes(costs.percent(lease.key))})
+    assert renewed is not None
+    item = dynamodb.get_item(TableName=unique_name, Key={"leaseKey": {"S": lease.key}})["Item"]
+    assert item["kclmpCpuPercent"] == {"N": "42.5"} and item["throughputKBps"] == {"N": "5.0"}
+    renewed = table.renew(renewed, "w1", cost.renewal_attributes(None))
+    assert cost.measured(table.get(lease.key).extra) == 42.5

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from kcl_mp.fleet import fleet_metrics
+from kcl_mp.fleet.host_probe import capacity
 from kcl_mp.fleet.state_store import StateTables
 from kcl_mp.fleet.worker_metrics import WorkerMetricsReporter
 from kcl_mp.leases.rows import WorkerMetrics, read_items
@@ -113,7 +114,7 @@ def test_lease_table_row_is_the_java_35_row_and_reads_as_worker_metrics(dynamodb
 
 def test_real_proc_stat_gives_a_utilisation_in_range(dynamodb, unique_name):
     tables = StateTables.separate(unique_name)
-    reporter = WorkerMetricsReporter(dynamodb, tables, "kclmp-3")
+    reporter = WorkerMetricsReporter(dynamodb, tables, "kclmp-3", cores=capacity())
     reporter.ensure_table()
     deadline = time.monotonic() + 20
     while not reporter.tick():
@@ -123,3 +124,7 @@ def test_real_proc_stat_gives_a_utilisation_in_range(dynamodb, unique_name):
     (value,) = item["sts"]["M"]["C"]["L"]
     assert 0.0 <= float(value["N"]) <= 100.0
     assert abs(int(item["lut"]["N"]) - time.time()) < 30
+    # kcl-mp's own kclmpCores: the leader weighs this host by it (a Java worker's item has none)
+    assert item["kclmpCores"] == {"N": repr(capacity())}
+    (load,) = fleet_metrics.live_workers(fleet_metrics.read_worker_metrics(dynamodb, tables), time.time(), 60)
+    assert load.cores == capacity() and load.utilisation is not None

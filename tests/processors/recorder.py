@@ -11,6 +11,9 @@ that long (a busy processor). ``$RECORDER_SHARD_END_REFUSALS`` = N: the first N 
 each shard are answered without a checkpoint (a processor that forgets to checkpoint at shard
 end). ``$RECORDER_FAULT``: see ``_fault``. ``$RECORDER_HOST``: a name written into the
 initialize line (which daemon ran this child).
+``$RECORDER_BURN_MS`` = SHARD=MS,...,*=MS: CPU milliseconds burned per record (process time,
+so a busy machine slows it down but does not make it cheaper), by shard, ``*`` for the others
+(shards whose records cost more CPU than others').
 ``$RECORDER_STDERR_ENV`` = NAME: write that environment variable to stderr at initialize (a
 careless processor printing its credentials; the daemon's logs must not show them).
 ``$RECORDER_STDERR_FLOOD`` = SHARD:LINES:CHARS: at initialize of SHARD, write one line of
@@ -32,6 +35,13 @@ def _epoch_ms(value):
     return round(value.timestamp() * 1000) if hasattr(value, "timestamp") else value
 
 
+def _burn(cpu_s):
+    """Spend ``cpu_s`` seconds of this process's CPU."""
+    until = time.process_time() + cpu_s
+    while cpu_s and time.process_time() < until:
+        pass
+
+
 class Recorder(processor.RecordProcessorBase):
     def __init__(self):
         self.out = None
@@ -42,6 +52,7 @@ class Recorder(processor.RecordProcessorBase):
         self.since_start = 0
         self.faulted = False
         self.got = None
+        self.burn_s = 0.0  # CPU per record ($RECORDER_BURN_MS), set at initialize
 
     def _write(self, entry):
         entry.setdefault("at", time.time())
@@ -58,6 +69,8 @@ class Recorder(processor.RecordProcessorBase):
 
     def initialize(self, initialize_input):
         path = os.path.join(os.environ["RECORDER_DIR"], f"{initialize_input.shard_id}.{os.getpid()}.jsonl")
+        burns = dict(item.split("=", 1) for item in os.environ.get("RECORDER_BURN_MS", "").split(",") if item)
+        self.burn_s = float(burns.get(initialize_input.shard_id, burns.get("*", "0"))) / 1000.0
         self.out = open(path, "a")
         if os.environ.get("RECORDER_STDERR_ENV"):
             name = os.environ["RECORDER_STDERR_ENV"]
@@ -116,6 +129,7 @@ class Recorder(processor.RecordProcessorBase):
             time.sleep(self.delay_s)
         self._fault(process_records_input.records)
         for r in process_records_input.records:
+            _burn(self.burn_s)
             self._record(r)
             self.last = (r.sequence_number, r.sub_sequence_number)
         self.since += len(process_records_input.records)

@@ -6,6 +6,7 @@ import json
 import math
 import random
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from kcl_mp.fleet.assignment import Move, WorkerLoad
 from kcl_mp.fleet.assignment_round import Memory, RoundSettings, plan_round, watch
 from kcl_mp.leases.balance import Observation
-from kcl_mp.leases.lease import RELEASED_BY, RELEASED_UNTIL, Lease
+from kcl_mp.leases.lease import CPU_PERCENT, RELEASED_BY, RELEASED_UNTIL, THROUGHPUT_KBPS, Lease
 
 TABLE = json.loads((Path(__file__).parents[1] / "decisions" / "assignment_round_cases.json").read_text())
 CASES = TABLE["cases"]
@@ -84,3 +85,49 @@ def test_remember_keeps_only_the_writes_that_landed() -> None:
     assert dict(landed.written) == {"s0": 6} and {k: set(w) for k, (_, w) in landed.left.items()} == {"s0": {"A"}}
     lost = plan.remember([], leases)
     assert lost.written == {} and lost.left == {}
+
+
+def _round(leases: dict[str, Lease], workers: list[WorkerLoad], settings: RoundSettings, written=None):
+    observations = {k: Observation(x.counter, x.owner, -math.inf if x.owner is None else 100.0, 0.0, None, True)
+                    for k, x in leases.items()}
+    watched = watch(Memory(observations, written=written or {}), leases, 100.0, True, settings.failover_s)
+    plan = plan_round(watched, leases, workers, {w.worker_id: 100.0 for w in workers}, 100.0, 100.0, settings,
+                      random.Random(1))
+    assert plan.assignment is not None
+    return plan.assignment
+
+
+def _lease(key: str, owner: str | None, kbps: float, cpu: float | None = None) -> Lease:
+    extra = {THROUGHPUT_KBPS: {"N": repr(kbps)}, **({CPU_PERCENT: {"N": repr(cpu)}} if cpu is not None else {})}
+    return Lease(key, owner, 5, extra=extra)
+
+
+def test_cost_based_assigns_as_before_then_hands_over_by_measured_cost() -> None:
+    """Equal bytes, 20x the CPU on h0 and h1, both on A: COST_BASED assigns the unowned s9 as the
+    other strategies do and hands one heavy lease to B (the throughput rule sees equal leases
+    and 4/3 counts: nothing to do). The lease still settling on A after an earlier move stays."""
+    leases = {"h0": _lease("h0", "A", 100.0, 40.0), "h1": _lease("h1", "A", 100.0, 40.0),
+              "l0": _lease("l0", "A", 100.0, 2.0), "l1": _lease("l1", "B", 100.0, 2.0),
+              "l2": _lease("l2", "B", 100.0, 2.0), "l3": _lease("l3", "B", 100.0, 2.0),
+              "s9": _lease("s9", None, 100.0)}
+    workers = [WorkerLoad("A", cores=1.0), WorkerLoad("B", cores=1.0)]
+    by_throughput = _round(leases, workers, SETTINGS)
+    assert {m.key: m.to for m in by_throughput.assigned} == {"s9": "A"} and by_throughput.handoffs == ()
+    cost_based = replace(SETTINGS, strategy="COST_BASED")
+    plan = _round(leases, workers, cost_based)
+    assert {m.key: m.to for m in plan.assigned} == {"s9": "A"}, plan.reason
+    assert [(m.key, m.owner, m.to) for m in plan.handoffs] == [("h0", "A", "B")], plan.reason
+    # s9, not measured yet, costs its bytes at the fleet's measured CPU per KB/s: 100 x 0.86 / 600 cores
+    assert dict(plan.counts) == {"A": 3, "B": 4} and "hosts 6.0..96.7 %" in plan.reason
+    plan = _round(leases, workers, cost_based, written={"h0": 5})  # h0 settling: h1 goes instead
+    assert [(m.key, m.to) for m in plan.handoffs] == [("h1", "B")], plan.reason
+
+
+def test_lease_count_based_ignores_throughput_and_cpu() -> None:
+    """Java 3.4.3's LEASE_COUNT_BASED: A's four light leases against B's one heavy one, A at 90 %
+    CPU: counts alone decide: one handoff, 3/2 (the throughput rule moves none: B carries more)."""
+    leases = {**{f"a{i}": _lease(f"a{i}", "A", 1.0) for i in range(4)}, "b0": _lease("b0", "B", 400.0)}
+    workers = [WorkerLoad("A", 90.0), WorkerLoad("B", 10.0)]
+    assert _round(leases, workers, SETTINGS).handoffs == ()
+    plan = _round(leases, workers, replace(SETTINGS, strategy="LEASE_COUNT_BASED"))
+    assert len(plan.handoffs) == 1 and plan.handoffs[0].owner == "A" and dict(plan.counts) == {"A": 3, "B": 2}

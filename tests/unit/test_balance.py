@@ -18,7 +18,7 @@ from kcl_mp.config import LeaseSettings
 from kcl_mp.devtools import java_rule
 from kcl_mp.devtools.fleet_sim import TakerFleet
 from kcl_mp.leases import balance
-from kcl_mp.leases.lease import Lease
+from kcl_mp.leases.lease import CPU_PERCENT, Lease
 from kcl_mp.sequence import ExtendedSequenceNumber
 
 CASES_PATH = Path(__file__).parents[1] / "decisions" / "balance_cases.json"
@@ -261,3 +261,22 @@ def test_join_settles_faster_than_the_java_rule_without_extra_moves() -> None:
     assert ours.settled and ours.spread <= 1, ours
     assert ours.cycles < java.cycles, results
     assert ours.moves < java.moves, results
+
+
+def test_the_measured_cost_picks_which_lease_to_steal() -> None:
+    """2.x-compatible fleets: the counts decide whom to steal from and how many, the leases'
+    kclmpCpuPercent which: the costliest that leaves the thief no hotter than the victim
+    (b0 at 60 % would), else the cheapest. Without figures, one at random as before."""
+    def lease(key: str, owner: str, cpu: float | None) -> Lease:
+        return Lease(key, owner, 5, extra={} if cpu is None else {CPU_PERCENT: {"N": repr(cpu)}})
+
+    costs = {"b0": 60.0, "b1": 30.0, "b2": 5.0, "b3": 5.0}
+    leases = {**{k: lease(k, "B", c) for k, c in costs.items()}, "c0": lease("c0", "C", 1.0),
+              "c1": lease("c1", "C", 1.0)}
+    seen = {k: balance.Observation(x.counter, x.owner, 100.0, 0.0, None, True) for k, x in leases.items()}
+    settings = LeaseSettings("t", max_leases_to_steal_at_one_time=2)
+    plan = balance.plan_leases("A", leases, seen, 100.0, settings, random.Random(0))
+    assert plan.steal == ("b1", "b3"), plan.reason
+    blind = {k: lease(k, x.owner or "", None) for k, x in leases.items()}
+    picks = {balance.plan_leases("A", blind, seen, 100.0, settings, random.Random(seed)).steal[0] for seed in range(20)}
+    assert len(picks) > 1 and picks <= set(costs)

@@ -308,6 +308,17 @@ def test_kcl3_keys_are_settings(tmp_path) -> None:
     assert config.ignored == ()
 
 
+def test_lease_assignment_strategy_keys(tmp_path) -> None:
+    """kcl-mp's leader strategy and COST_BASED's knobs; a wrong value names the key and the line."""
+    config = load(tmp_path, **{"kclmp.leaseAssignmentStrategy": "COST_BASED", "kclmp.costBandPercent": "5",
+                               "kclmp.costMinGainPercent": "0.5", "kclmp.costMovesPerRound": "4"})
+    assert (config.kcl3.lease_assignment_strategy, config.kcl3.cost_band_percent, config.kcl3.cost_min_gain_percent,
+            config.kcl3.cost_moves_per_round) == ("COST_BASED", 5.0, 0.5, 4)
+    assert load(tmp_path).kcl3.lease_assignment_strategy == "WORKER_UTILIZATION_AWARE"
+    with pytest.raises(ConfigError, match=f"line {len(BASE) + 1}: kclmp.leaseAssignmentStrategy = 'CPU': expected one of"):
+        load(tmp_path, **{"kclmp.leaseAssignmentStrategy": "CPU"})
+
+
 def test_ignored_keys_are_still_validated(tmp_path) -> None:
     with pytest.raises(ConfigError, match="maxActiveThreads = 'many'"):
         load(tmp_path, maxActiveThreads="many")

@@ -3,9 +3,12 @@ platform by platform (EcsResource, EksResource, Ec2Resource, OperatingRangeDataP
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from kcl_mp.fleet.host_metric import HostFacts, choose, needs_ec2_probe
+from kcl_mp.fleet.host_probe import capacity
 
 # (comment, facts, expected metric, words of the reason)
 CASES = [
@@ -37,3 +40,19 @@ def test_ec2_is_asked_only_off_ecs_and_eks() -> None:
     assert not needs_ec2_probe(HostFacts(ecs_v3=True))
     assert not needs_ec2_probe(HostFacts(ecs_v4=True))
     assert not needs_ec2_probe(HostFacts(eks_token=True))
+
+
+def test_capacity_reads_the_cgroup_quota(tmp_path) -> None:
+    """The cores the cost-based leader weighs this host by: cgroup v2's cpu.max caps the CPUs
+    the process may run on; without it v1's quota; with neither, the CPUs."""
+    usable = len(os.sched_getaffinity(0))
+    assert capacity(tmp_path) == float(usable)
+    v1 = tmp_path / "sys/fs/cgroup/cpu"
+    v1.mkdir(parents=True)
+    (v1 / "cpu.cfs_quota_us").write_text("50000\n")
+    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+    assert capacity(tmp_path) == 0.5
+    (tmp_path / "sys/fs/cgroup/cpu.max").write_text("max 100000\n")
+    assert capacity(tmp_path) == float(usable)  # v2 says unlimited: v1's files are not read
+    (tmp_path / "sys/fs/cgroup/cpu.max").write_text("25000 100000\n")
+    assert capacity(tmp_path) == 0.25
