@@ -106,22 +106,17 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # `make test` in three phases: every test that asserts no wall-clock bound, PARALLEL at a time
-# (most wait on emulators and lease timeouts, not on a core), then the `timing` tests one at a
-# time, with beside them only the `background` ones at the lowest CPU priority (nice 19: they take
-# what the timing tests leave idle, so nothing moves their figures), then the `paired` ones (the
-# two fault runs, whose recoveries stay within half their bound beside each other) two at a time.
-# JUNIT=DIR writes each phase's JUnit report there.
-PARALLEL ?= 3
+# (most wait on emulators, lease timeouts and Java's lock, not on a core), then the `timing` tests
+# alone so nothing beside them moves their figures, then the `paired` ones (the two fault runs,
+# whose recoveries stay within half their bound beside each other) two at a time. JUNIT=DIR
+# writes each phase's JUnit report there.
+PARALLEL ?= 4
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
-## test: the lint, then every test (PARALLEL=3 at a time, the timing tests alone beside niced background ones, the two fault runs side by side)
+## test: the lint, then every test (PARALLEL=4 at a time, the timing tests alone, the two fault runs side by side)
 test: lint $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS) $(JAVA_PEERS)
-	$(PYTEST) -m "not timing and not paired and not background" -n $(PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/parallel.xml) $(PYTEST_ARGS)
-	@lane=$$(mktemp -d); \
-	( nice -n 19 $(PYTEST) -m background $(if $(JUNIT),--junitxml=$(JUNIT)/background.xml) $(PYTEST_ARGS) > $$lane/out 2>&1; echo $$? > $$lane/status ) & \
-	$(PYTEST) -m timing $(if $(JUNIT),--junitxml=$(JUNIT)/timing.xml) $(PYTEST_ARGS); timing=$$?; \
-	wait; echo "--- the background tests (nice 19, beside the timing tests):"; cat $$lane/out; background=$$(cat $$lane/status); \
-	rm -rf $$lane; for status in $$timing $$background; do [ $$status -eq 0 ] || [ $$status -eq 5 ] || exit 1; done
+	$(PYTEST) -m "not timing and not paired" -n $(PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/parallel.xml) $(PYTEST_ARGS)
+	$(PYTEST) -m timing $(if $(JUNIT),--junitxml=$(JUNIT)/timing.xml) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(PYTEST) -m paired -n 2 $(if $(JUNIT),--junitxml=$(JUNIT)/paired.xml) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 unit: lint $(STAMP)

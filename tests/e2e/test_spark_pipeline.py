@@ -54,8 +54,8 @@ from ..support.spark_support import (
 
 # Alone (the timing phase): two hosts, kinesis-mock and a Spark job on 2 cores; beside another test,
 # Spark's Python worker missed its fixed 10 s connect-back (a CI run's failure)
-# background: minutes of Spark and kcl-mp hosts, no wall-clock bound (`make test` runs it niced beside the timing tests)
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.background]
+# no wall-clock bound: with the other Spark tests, one at a time, beside the rest (not with the timing tests)
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 SHARDS = 3
 SPARK_KILLS = 3
