@@ -34,11 +34,12 @@ Item = dict[str, dict[str, Any]]
 Snapshot = dict[str, "dict[str, Item] | None"]  # table -> key -> item (None: no such table)
 
 # Lease items: what a worker's normal work changes (take, assign, renew, handoff,
-# checkpoint, throughput); every other attribute (leaseKey, hash range, parents...) is fixed.
+# checkpoint, throughput, a kcl-mp host's measured cost); every other attribute (leaseKey,
+# hash range, parents...) is fixed.
 LEASE_MUTABLE = frozenset({
     "leaseOwner", "leaseCounter", "checkpoint", "checkpointSubSequenceNumber", "ownerSwitchesSinceCheckpoint",
     "checkpointOwner", "pendingCheckpoint", "pendingCheckpointSubSequenceNumber", "pendingCheckpointState",
-    "throughputKBps"})
+    "throughputKBps", "kclmpCpuPercent"})
 # ... and of those, what may go away: a finished handoff's checkpointOwner, a consumed
 # pending checkpoint, a released lease's owner.
 LEASE_MAY_DROP = frozenset({
