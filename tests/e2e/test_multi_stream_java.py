@@ -9,7 +9,7 @@
 - the lease items are one format whoever made them: key ``account:stream:epoch:shardId``,
   ``streamName`` the serialized identifier, ``shardId`` the bare shard id, the epoch the
   stream's creation time, and the same attributes of the same types on the leases Java created
-  as on the one kcl-mp created, at the end of each host's run.
+  as on the one kcl-mp created, at the end of each host's run (but for kcl-mp's own).
 """
 
 from __future__ import annotations
@@ -18,14 +18,17 @@ import json
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from kcl_mp.leases.lease import not_a_lease
+from kcl_mp.leases.lease import CPU_PERCENT, RELEASED_BY, RELEASED_UNTIL, not_a_lease
 
 from ..support.harness import ROOT, recorded, records_only
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
+# kcl-mp's own attributes (Java reads past them): the cost a renewal reports once measured, a give-up's
+KCLMP_OWN = {CPU_PERCENT, RELEASED_BY, RELEASED_UNTIL}
 
 
 @pytest.mark.timeout(240)
@@ -34,6 +37,10 @@ def test_java_and_kcl_mp_hand_multi_stream_leases_over_both_ways(tmp_path):
     run = subprocess.run([sys.executable, "-m", "tests.support.multi_stream_java", str(out)], cwd=ROOT,
                          capture_output=True, text=True, timeout=220, stdin=subprocess.DEVNULL)
     assert run.returncode == 0 and (out / "result.json").exists(), run.stdout[-3000:] + run.stderr[-3000:]
+    judge(out)
+
+
+def judge(out: Path) -> None:
     result = json.loads((out / "result.json").read_text())
     phases, streams = result["phases"], result["streams"]
     print("phases (s from the start):", {k: round(v - phases["start"], 1) for k, v in phases.items()})
@@ -89,7 +96,8 @@ def test_java_and_kcl_mp_hand_multi_stream_leases_over_both_ways(tmp_path):
             stream, shard = item["streamName"]["S"], item["shardId"]["S"]
             account, name, epoch = stream.split(":")
             assert item["leaseKey"] == {"S": f"{stream}:{shard}"} and int(epoch) == epochs[name], item
-            shapes[item["leaseKey"]["S"]] = {attribute: list(value) for attribute, value in item.items()}
+            shapes[item["leaseKey"]["S"]] = {attribute: list(value) for attribute, value in item.items()
+                                             if attribute not in KCLMP_OWN}
         kclmp_made = [shape for key, shape in shapes.items() if f":{result['kclmp_first']}:" in key]
         assert kclmp_made and all(shape == kclmp_made[0] for shape in shapes.values()), (worker, shapes)
 
