@@ -12,7 +12,10 @@ Java 17+ from the machine. Two facts make it run against a loopback emulator:
 
 Other Java programs (the DynamoDB Streams adapter's consumer; newer KCL daemons) are Maven
 projects under tests/java/, built by ``make java-peers`` into .cache/java/PEER:
-``peer_command`` runs one.
+``peer_command`` runs one. ``command(properties, version="3.5.1")`` runs the daemon of
+tests/java/multilang-35: the 3.1.3 multilang layer (the newest on Maven Central) on the
+3.5.1 core, where the lease table, leader, assignment and migration live; its first line
+on stderr names the core's version and jar.
 """
 
 from __future__ import annotations
@@ -26,29 +29,42 @@ from pathlib import Path
 from kcl_mp.errors import ConfigError
 
 MAIN_CLASS = "software.amazon.kinesis.multilang.MultiLangDaemon"
+PEER_MAIN_CLASS = "kclmp.peers.VersionedDaemon"  # a daemon peer's: logs its KCL core, then MAIN_CLASS
 NETNS_ENV = "KCLMP_IN_LOOPBACK_NETNS"  # set inside the namespace
 PEERS = Path(__file__).resolve().parents[2] / ".cache" / "java"  # make java-peers
 
 
-def command(properties: str | Path) -> list[str]:
-    """The Java daemon's command line for a properties file."""
+# the KCL core's version: the peer its jars come from (None: kclpy-ext's)
+KCL_VERSIONS: dict[str, str | None] = {"3.1.3": None, "3.5.1": "multilang-35"}
+DEFAULT_VERSION = "3.1.3"
+JAVA_OPTIONS = ("-Daws.cborEnabled=false",)  # moto speaks JSON: any Java KCL program run against it
+
+
+def command(properties: str | Path, version: str = DEFAULT_VERSION) -> list[str]:
+    """The Java daemon's command line for a properties file, on the KCL core ``version``
+    (one of ``KCL_VERSIONS``)."""
+    if version not in KCL_VERSIONS:
+        raise ConfigError(f"no Java daemon for KCL {version}: one of {', '.join(KCL_VERSIONS)}")
+    peer = KCL_VERSIONS[version]
+    if peer is not None:
+        return peer_command(peer, PEER_MAIN_CLASS, "--properties-file", str(properties), java_options=JAVA_OPTIONS)
     try:
         import amazon_kclpy
     except ImportError as exc:
         raise ConfigError("the Java daemon's jars come with PyPI's kclpy-ext: pip install kclpy-ext") from exc
     _require_java()
     jars = Path(amazon_kclpy.__file__).parent / "jars"
-    return ["java", "-Daws.cborEnabled=false", "-cp", f"{jars}/*", MAIN_CLASS, "--properties-file", str(properties)]
+    return ["java", *JAVA_OPTIONS, "-cp", f"{jars}/*", MAIN_CLASS, "--properties-file", str(properties)]
 
 
-def peer_command(peer: str, main_class: str, *args: str) -> list[str]:
+def peer_command(peer: str, main_class: str, *args: str, java_options: Sequence[str] = ()) -> list[str]:
     """The command line running ``main_class`` of the Java peer built from
     tests/java/``peer``/pom.xml: its jar and its dependencies' on the class path."""
     home = PEERS / peer
     if not (home / ".pinned").exists():
         raise ConfigError(f"the Java peer {peer} is not built in {home}: make java-peers")
     _require_java()
-    return ["java", "-cp", f"{home}/*:{home}/lib/*", main_class, *args]
+    return ["java", *java_options, "-cp", f"{home}/*:{home}/lib/*", main_class, *args]
 
 
 def _require_java() -> None:

@@ -256,6 +256,17 @@ class Lease:
             extra={k: v for k, v in item.items() if k not in modelled},
         )
 
+    def new_item(self) -> dict[str, dict[str, Any]]:
+        """The item a new lease is created as: ``to_item`` marked a lease, as Java 3.5's
+        ``DynamoDBLeaseSerializer.toDynamoRecord`` marks every lease it writes (``entityType``
+        LEASE, in every mode; a real 3.5.1 worker's leases carry it). 3.1-3.4 write none and
+        read past it, as they read past any attribute they do not know.
+
+        >>> Lease("shardId-000000000000").new_item()["entityType"]
+        {'S': 'LEASE'}
+        """
+        return {**self.to_item(), ENTITY_TYPE: {"S": LEASE_ENTITY}}
+
     def to_item(self) -> dict[str, dict[str, Any]]:
         """The whole item, as Java's ``toDynamoRecord`` would write it (plus ``extra``)."""
         item: dict[str, dict[str, Any]] = dict(self.extra)

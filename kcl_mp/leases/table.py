@@ -8,6 +8,7 @@ checkpoint <> SHARD_END``: a finished lease is never taken, asked for or checkpo
 each write is also conditioned on the item being a lease, as the paragraph after the list says):
 
     create          PutItem     attribute_not_exists(leaseKey)
+                                (the item with entityType LEASE, as Java 3.5 creates it)
     take            UpdateItem  leaseCounter = :c AND open
                                 SET leaseOwner = :me, leaseCounter = :c + 1
                                 [ADD ownerSwitchesSinceCheckpoint 1 when the owner changes]
@@ -186,7 +187,7 @@ class LeaseTable:
 
     def create_if_absent(self, lease: Lease) -> bool:
         return call(f"creating lease {lease.key}", partial(
-            self.client.put_item, TableName=self.name, Item=lease.to_item(),
+            self.client.put_item, TableName=self.name, Item=lease.new_item(),
             ConditionExpression="attribute_not_exists(#k)", ExpressionAttributeNames={"#k": LEASE_KEY},
         ), {CONDITION_FAILED: None}) is not None
 

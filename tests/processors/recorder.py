@@ -10,7 +10,8 @@ shutdownRequested and shardEnded. ``$RECORDER_BATCH_DELAY_S`` makes each process
 that long (a busy processor). ``$RECORDER_SHARD_END_REFUSALS`` = N: the first N shardEnded of
 each shard are answered without a checkpoint (a processor that forgets to checkpoint at shard
 end). ``$RECORDER_FAULT``: see ``_fault``. ``$RECORDER_HOST``: a name written into the
-initialize line (which daemon ran this child).
+initialize line (which daemon ran this child); so is ``$KCL_STREAM_IDENTIFIER`` as ``stream``
+when kcl-mp sets it (a multi-stream application's processor).
 ``$RECORDER_BURN_MS`` = SHARD=MS,...,*=MS: CPU milliseconds burned per record (process time,
 so a busy machine slows it down but does not make it cheaper), by shard, ``*`` for the others
 (shards whose records cost more CPU than others').
@@ -83,9 +84,12 @@ class Recorder(processor.RecordProcessorBase):
                     head = f"flood {i:05d} "
                     sys.stderr.write(head + "x" * (int(chars) - len(head)) + "\n")
                 sys.stderr.flush()
-        self._write({"event": "initialize", "shard": initialize_input.shard_id,
-                     "seq": initialize_input.sequence_number, "sub": initialize_input.sub_sequence_number,
-                     "host": os.environ.get("RECORDER_HOST")})
+        line = {"event": "initialize", "shard": initialize_input.shard_id,
+                "seq": initialize_input.sequence_number, "sub": initialize_input.sub_sequence_number,
+                "host": os.environ.get("RECORDER_HOST")}
+        if os.environ.get("KCL_STREAM_IDENTIFIER"):  # a multi-stream lease's: which stream the shard is of
+            line["stream"] = os.environ["KCL_STREAM_IDENTIFIER"]
+        self._write(line)
 
     def _fault(self, records):
         """$RECORDER_FAULT = SHARD:MODE:AFTER[:always]: the first child of SHARD (every child,

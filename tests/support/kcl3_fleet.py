@@ -1,15 +1,18 @@
-"""A KCL 3.x fleet: the Java MultiLangDaemon 3.1.3 in its DEFAULT mode (no
+"""A KCL 3.x fleet: the Java MultiLangDaemon 3.1.3 (or KCL_VERSION's: java_daemon.KCL_VERSIONS) in its DEFAULT mode (no
 clientVersionConfig: CLIENT_VERSION_3X) and up to two kcl-mp hosts on one application, run
 inside a network namespace with only loopback up (the Java daemon calls the EC2 metadata
 address at start; moto is served over h2c for it).
 
-    python -m tests.support.kcl3_fleet SCENARIO OUT_DIR
+    python -m tests.support.kcl3_fleet SCENARIO OUT_DIR [KCL_VERSION]
 
 8 shards (their leases created before any host starts), failoverTimeMillis 6000, leaseAssignmentIntervalMillis 4000 (an assignment round
 every 4 s), a producer throughout, the amazon_kclpy recorder as every host's processor.
 Observers: the lease table (tests/support/harness.TableMonitor, every 0.25 s), the lock
 item's owner (every 0.5 s), and every item of the lease, ``<app>-CoordinatorState`` and
-``<app>-WorkerMetricStats`` tables at each phase boundary (``Fleet.phase``). The scenario
+``<app>-WorkerMetricStats`` tables at each phase boundary (``Fleet.phase``). A KCL 3.5 daemon
+starting on a lease table without those two tables keeps its state in the lease table itself
+(``state_tables``): its snapshots then show those rows under the two tables' names, split by
+their ``entityType``, so one judge reads both layouts. The scenario
 ``full`` is issue 20's first acceptance scenario with issue 26's fault (Java alone first; two
 kcl-mp hosts join; Java SIGKILLed while it leads: the kcl-mp hosts rescue its leases; Java
 restarted; a kcl-mp host takes the lock once Java's 120 s have run out; six assignment rounds
@@ -38,7 +41,9 @@ import boto3
 from kcl_mp.devtools import java_daemon
 from kcl_mp.devtools.producer import produce
 from kcl_mp.embedded import EMBEDDED_ENV, ensure_stream, start_emulator
-from kcl_mp.leases.lease import Lease
+from kcl_mp.fleet.state_store import StateTables
+from kcl_mp.leases.lease import ENTITY_TYPE, Lease
+from kcl_mp.leases.rows import WORKER_METRIC_STATS
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.sequence import TRIM_HORIZON, ExtendedSequenceNumber
 
@@ -73,6 +78,13 @@ def fleet_properties(out: Path, url: str, worker: str) -> Path:
                       leaseAssignmentIntervalMillis=ASSIGNMENT_MS)
 
 
+def state_tables(version: str) -> StateTables:
+    """Where the fleet keeps its coordinator state and worker metrics: 3.1.3 in their own
+    tables; a 3.5 daemon that starts on a lease table without them (``create_leases`` makes
+    none) lands the fleet in the single table, its table migration complete."""
+    return StateTables.separate(APP) if version == "3.1.3" else StateTables.in_lease_table(APP)
+
+
 def create_leases(kinesis, dynamodb) -> None:
     """The lease table with one lease per shard, as a shard sync leaves it: a Java worker
     that finds the table empty waits up to 30 s (at random) before its own shard sync."""
@@ -87,9 +99,9 @@ def create_leases(kinesis, dynamodb) -> None:
 class LockMonitor(threading.Thread):
     """The lock item's owner over time: ``changes`` = [time, owner or None] at each change."""
 
-    def __init__(self, dynamodb):
+    def __init__(self, dynamodb, tables: StateTables):
         super().__init__(daemon=True)
-        self.dynamodb = dynamodb
+        self.dynamodb, self.tables = dynamodb, tables
         self.stop = threading.Event()
         self.changes: list[list] = []
 
@@ -98,7 +110,8 @@ class LockMonitor(threading.Thread):
             if self.stop.wait(0.5):
                 return
             try:
-                item = self.dynamodb.get_item(TableName=COORDINATOR_TABLE, Key={"key": {"S": "Leader"}},
+                item = self.dynamodb.get_item(TableName=self.tables.coordinator_table,
+                                              Key={self.tables.coordinator_key: {"S": "Leader"}},
                                               ConsistentRead=True).get("Item")
             except Exception:  # noqa: BLE001, S112 (the table may not exist yet)
                 continue
@@ -113,8 +126,10 @@ class LockMonitor(threading.Thread):
 class Fleet:
     """The emulator, the producer, the observers and the hosts of one run."""
 
-    def __init__(self, out: Path):
+    def __init__(self, out: Path, version: str = java_daemon.DEFAULT_VERSION):
         self.out = out
+        self.version = version
+        self.tables = state_tables(version)
         (out / "records").mkdir(parents=True, exist_ok=True)
         os.environ.update(EMBEDDED_ENV)
         self.emulator = start_emulator(http2=True, log_path=str(out / "moto.log"))
@@ -126,7 +141,7 @@ class Fleet:
         self.producer = BackgroundProducer(
             lambda n: produce(kinesis, APP, 40, first_id=n * 40, keys=256, seed=n), 0.25)
         self.leases = TableMonitor(self.dynamodb, APP)
-        self.lock = LockMonitor(self.dynamodb)
+        self.lock = LockMonitor(self.dynamodb, self.tables)
         self.hosts: dict[str, Host] = {}
         self.runs: dict[str, int] = {}
         self.exits: dict[str, int] = {}
@@ -138,7 +153,7 @@ class Fleet:
         self.lock.start()
 
     def start_java(self) -> None:
-        self._start(JAVA, java_daemon.command(fleet_properties(self.out, self.url, JAVA)))
+        self._start(JAVA, java_daemon.command(fleet_properties(self.out, self.url, JAVA), self.version))
 
     def start_kclmp(self, name: str) -> None:
         self._start(name, [sys.executable, "-m", "kcl_mp", "--log-format", "json", "--properties",
@@ -167,6 +182,12 @@ class Fleet:
                 shot[table] = {item[key]["S"]: item for page in pages for item in page["Items"]}
             except self.dynamodb.exceptions.ResourceNotFoundException:
                 shot[table] = None
+        if self.tables.shared and shot[APP] is not None:  # the single table: its state rows apart
+            rows, shot[APP], shot[COORDINATOR_TABLE], shot[METRICS_TABLE] = shot[APP], {}, {}, {}
+            for key, item in rows.items():
+                kind = item.get(ENTITY_TYPE, {}).get("S", "LEASE")
+                shot[APP if kind == "LEASE" else METRICS_TABLE if kind == WORKER_METRIC_STATS
+                     else COORDINATOR_TABLE][key] = item  # type: ignore[index]
         return shot
 
     def holds(self, worker: str) -> int:
@@ -207,7 +228,7 @@ class Fleet:
             "history": self.leases.history, "backwards": self.leases.backwards, "leaders": self.lock.changes,
             "snapshots": self.snapshots,
             "settings": {"shards": SHARDS, "failover_s": FAILOVER_MS / 1000, "round_s": ASSIGNMENT_MS / 1000,
-                         "java": JAVA, "kclmp": list(KCLMP), "app": APP},
+                         "java": JAVA, "kclmp": list(KCLMP), "app": APP, "java_version": self.version},
         }
         (self.out / "result.json").write_text(json.dumps(result))
 
@@ -251,8 +272,8 @@ def full(fleet: Fleet) -> None:
 SCENARIOS: dict[str, Callable[[Fleet], None]] = {"full": full}
 
 
-def main(scenario: str, out: Path) -> int:
-    fleet = Fleet(out)
+def main(scenario: str, out: Path, version: str = java_daemon.DEFAULT_VERSION) -> int:
+    fleet = Fleet(out, version)
     failure = None
     try:
         SCENARIOS[scenario](fleet)
@@ -263,9 +284,10 @@ def main(scenario: str, out: Path) -> int:
     return 0
 
 
-def run_scenario(scenario: str, out: Path, timeout: float) -> Findings:
-    """Run ``scenario`` in a loopback-only namespace and read what it left."""
-    run = subprocess.run([sys.executable, "-m", "tests.support.kcl3_fleet", scenario, str(out)], cwd=ROOT,
+def run_scenario(scenario: str, out: Path, timeout: float, version: str = java_daemon.DEFAULT_VERSION) -> Findings:
+    """Run ``scenario`` with the Java daemon on KCL ``version`` in a loopback-only namespace and
+    read what it left."""
+    run = subprocess.run([sys.executable, "-m", "tests.support.kcl3_fleet", scenario, str(out), version], cwd=ROOT,
                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False)
     assert run.returncode == 0 and (out / "result.json").exists(), run.stdout[-3000:] + run.stderr[-3000:]
     return findings(out)
@@ -275,4 +297,4 @@ if __name__ == "__main__":
     if not java_daemon.inside_namespace():
         sys.exit(java_daemon.in_loopback_namespace([sys.executable, "-m", "tests.support.kcl3_fleet",
                                                     *sys.argv[1:]]))
-    sys.exit(main(sys.argv[1], Path(sys.argv[2])))
+    sys.exit(main(sys.argv[1], Path(sys.argv[2]), *sys.argv[3:4]))

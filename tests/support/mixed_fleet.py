@@ -1,9 +1,10 @@
 """The mixed-fleet scenario, run by tests/e2e/test_mixed_fleet.py inside a network
 namespace with only loopback up (the Java daemon calls the EC2 metadata address at start).
 
-    python -m tests.support.mixed_fleet OUT_DIR
+    python -m tests.support.mixed_fleet OUT_DIR [KCL_VERSION]
 
-One Java MultiLangDaemon (KCL 3.1.3, clientVersionConfig COMPATIBLE_WITH_2X) and two
+One Java MultiLangDaemon (KCL 3.1.3 or KCL_VERSION: java_daemon.KCL_VERSIONS;
+clientVersionConfig COMPATIBLE_WITH_2X) and two
 kcl-mp hosts share one lease table on moto (served over h2c for Java), 8 shards, a
 producer running throughout, the same amazon_kclpy recorder as processor everywhere:
 
@@ -98,7 +99,7 @@ class Host:
             self.log.close()
 
 
-def main(out: Path) -> int:
+def main(out: Path, version: str = java_daemon.DEFAULT_VERSION) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "records").mkdir(exist_ok=True)
     os.environ.update(EMBEDDED_ENV)
@@ -115,7 +116,7 @@ def main(out: Path) -> int:
     try:
         producer.start()
         monitor.start()
-        hosts[JAVA_HOST] = Host(JAVA_HOST, java_daemon.command(properties(out, emulator.url, JAVA_HOST)), out)
+        hosts[JAVA_HOST] = Host(JAVA_HOST, java_daemon.command(properties(out, emulator.url, JAVA_HOST), version), out)
 
         def holds(worker: str) -> int:
             return monitor.owners().get(worker, 0)
@@ -140,7 +141,8 @@ def main(out: Path) -> int:
         wait_until(lambda: sum(holds(w) for w in KCLMP_HOSTS) == SHARDS, 90, "kcl-mp holding all 8 leases", 0.5)
         phases["taken_over"] = time.time()
         time.sleep(8)
-        hosts[JAVA_HOST] = Host(JAVA_HOST, java_daemon.command(out / f"{JAVA_HOST}.properties"), out, run=2)
+        hosts[JAVA_HOST] = Host(JAVA_HOST, java_daemon.command(out / f"{JAVA_HOST}.properties", version), out,
+                               run=2)
         phases["java_restart"] = time.time()
         wait_until(lambda: holds(JAVA_HOST) >= 2, 300, "the restarted Java daemon taking leases back", 1.0)
         phases["taken_back"] = time.time()
@@ -168,6 +170,7 @@ def main(out: Path) -> int:
         "history": monitor.history,
         "backwards": monitor.backwards,
         "failover_s": FAILOVER_MS / 1000,
+        "java_version": version,
         "items": items,
     }
     (out / "result.json").write_text(json.dumps(result))
@@ -178,4 +181,4 @@ if __name__ == "__main__":
     if not java_daemon.inside_namespace():
         sys.exit(java_daemon.in_loopback_namespace([sys.executable, "-m", "tests.support.mixed_fleet",
                                                     *sys.argv[1:]]))
-    sys.exit(main(Path(sys.argv[1])))
+    sys.exit(main(Path(sys.argv[1]), *sys.argv[2:3]))

@@ -22,3 +22,18 @@ def test_a_peer_not_built_names_the_make_target(tmp_path, monkeypatch):
     monkeypatch.setattr(java_daemon, "PEERS", tmp_path)
     with pytest.raises(ConfigError, match="the Java peer adapter-consumer is not built in .*: make java-peers"):
         java_daemon.peer_command("adapter-consumer", "kclmp.peers.AdapterConsumer")
+
+
+def test_the_kcl_3_5_daemon_runs_from_its_peer(tmp_path, monkeypatch):
+    home = tmp_path / "multilang-35"
+    home.mkdir()
+    (home / ".pinned").touch()
+    monkeypatch.setattr(java_daemon, "PEERS", tmp_path)
+    assert java_daemon.command("w.properties", version="3.5.1") == [
+        "java", "-Daws.cborEnabled=false", "-cp", f"{home}/*:{home}/lib/*", "kclmp.peers.VersionedDaemon",
+        "--properties-file", "w.properties"]
+
+
+def test_an_unknown_kcl_version_names_the_known_ones():
+    with pytest.raises(ConfigError, match="no Java daemon for KCL 3.4.0: one of 3.1.3, 3.5.1"):
+        java_daemon.command("w.properties", version="3.4.0")

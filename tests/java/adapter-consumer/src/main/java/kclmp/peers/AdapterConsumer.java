@@ -5,11 +5,8 @@ import com.amazonaws.services.dynamodbv2.streamsadapter.StreamsSchedulerFactory;
 import com.amazonaws.services.dynamodbv2.streamsadapter.polling.DynamoDBStreamsPollingConfig;
 import java.net.URI;
 import java.nio.file.Path;
-import java.util.Arrays;
 import java.util.Map;
 import java.util.Set;
-import java.util.TreeMap;
-import java.util.concurrent.TimeUnit;
 import software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider;
 import software.amazon.awssdk.regions.Region;
 import software.amazon.awssdk.services.cloudwatch.CloudWatchAsyncClient;
@@ -34,7 +31,7 @@ import software.amazon.kinesis.retrieval.RetrievalConfig;
  *
  * <p>Each processor records what it gets into DIR as the tests' Python recorder does
  * ({@link Recorder}). SIGTERM shuts the Scheduler down gracefully (each processor checkpoints
- * what it delivered) for at most 10 s, then the JVM exits 143.
+ * what it delivered) for at most 10 s, then the JVM exits 143 ({@link Peer#run}).
  */
 public final class AdapterConsumer {
     private static final Set<String> REQUIRED = Set.of("endpoint", "streamArn", "application", "worker",
@@ -43,7 +40,7 @@ public final class AdapterConsumer {
     private AdapterConsumer() {}
 
     public static void main(String[] args) throws Exception {
-        Map<String, String> arg = arguments(args);
+        Map<String, String> arg = Peer.arguments(args, REQUIRED, Set.of("region"));
         URI endpoint = URI.create(arg.get("endpoint"));
         Region region = Region.of(arg.getOrDefault("region", "us-east-1"));
         String streamArn = arg.get("streamArn");
@@ -84,37 +81,6 @@ public final class AdapterConsumer {
                 configs.checkpointConfig(), configs.coordinatorConfig(), leases,
                 configs.lifecycleConfig(), configs.metricsConfig().metricsFactory(new NullMetricsFactory()),
                 configs.processorConfig(), retrieval, adapter);
-        // KCL 3.1's graceful shutdown can wait for ever on a processor that never gets its
-        // shutdown notification (one waiting on its parent shard), renewing and taking leases
-        // meanwhile: give it 10 s, then the JVM exits (what it delivered since its last
-        // checkpoint is delivered again by the next owner).
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            try {
-                scheduler.startGracefulShutdown().get(10, TimeUnit.SECONDS);
-            } catch (Exception e) {
-                System.err.println("graceful shutdown of " + worker + " did not finish: " + e);
-            }
-        }, "graceful-shutdown"));
-        scheduler.run();
-    }
-
-    /** key=value arguments; an unknown or missing key is an error naming it. */
-    private static Map<String, String> arguments(String[] args) {
-        Map<String, String> out = new TreeMap<>();
-        for (String arg : args) {
-            String[] pair = arg.split("=", 2);
-            if (pair.length != 2 || !(REQUIRED.contains(pair[0]) || pair[0].equals("region"))) {
-                throw new IllegalArgumentException("unknown argument " + arg + ": expected key=value, keys "
-                        + REQUIRED + " and region");
-            }
-            out.put(pair[0], pair[1]);
-        }
-        for (String key : REQUIRED) {
-            if (!out.containsKey(key)) {
-                throw new IllegalArgumentException("missing argument " + key + "=... (got " + Arrays.toString(args)
-                        + ")");
-            }
-        }
-        return out;
+        Peer.run(scheduler, worker);
     }
 }

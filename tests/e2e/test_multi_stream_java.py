@@ -1,0 +1,106 @@
+"""A Java KCL 3.5 multi-stream consumer and kcl-mp multi-stream hosts on one lease table
+(issue 32's acceptance), one after the other: Java, then kcl-mp, then Java again, three streams
+(tests/support/multi_stream_java.py, in a loopback-only network namespace):
+
+- every record put to a stream delivered exactly once, to a processor of its own stream,
+  across both handovers (each host's processors checkpoint at its graceful stop);
+- each processor that took over a lease started from the checkpoint the other kind wrote
+  last for it: kcl-mp from Java's and Java from kcl-mp's;
+- the lease items are one format whoever made them: key ``account:stream:epoch:shardId``,
+  ``streamName`` the serialized identifier, ``shardId`` the bare shard id, the epoch the
+  stream's creation time, and the same attributes of the same types on the leases Java created
+  as on the one kcl-mp created, at the end of each host's run (but for kcl-mp's own).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kcl_mp.leases.lease import CPU_PERCENT, RELEASED_BY, RELEASED_UNTIL, not_a_lease
+
+from ..support.harness import ROOT, recorded, records_only
+
+pytestmark = [pytest.mark.integration, pytest.mark.java]
+# kcl-mp's own attributes (Java reads past them): the cost a renewal reports once measured, a give-up's
+KCLMP_OWN = {CPU_PERCENT, RELEASED_BY, RELEASED_UNTIL}
+
+
+@pytest.mark.timeout(240)
+def test_java_and_kcl_mp_hand_multi_stream_leases_over_both_ways(tmp_path):
+    out = tmp_path / "multi"
+    run = subprocess.run([sys.executable, "-m", "tests.support.multi_stream_java", str(out)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=220, stdin=subprocess.DEVNULL)
+    assert run.returncode == 0 and (out / "result.json").exists(), run.stdout[-3000:] + run.stderr[-3000:]
+    judge(out)
+
+
+def judge(out: Path) -> None:
+    result = json.loads((out / "result.json").read_text())
+    phases, streams = result["phases"], result["streams"]
+    print("phases (s from the start):", {k: round(v - phases["start"], 1) for k, v in phases.items()})
+    logs = {p.name: p.read_text(errors="replace")[-3000:] for p in out.glob("*.log") if p.name != "moto.log"}
+    assert result["failure"] is None, f"{result['failure']}\n" + "\n".join(f"--- {n}\n{t}" for n, t in logs.items())
+    # kcl-mp exits 0 after SIGTERM; the JVM 143 (128 + SIGTERM) once its shutdown hook is done
+    assert result["exits"] == {"java-1": 143, "kclmp-1": 0, "java-2": 143}, result["exits"]
+
+    identifier = {f"{s['arn'].split(':')[4]}:{name}:{s['epoch']}": name for name, s in streams.items()}
+    entries = recorded(out / "records")
+    processors: dict[int, dict] = {}  # pid -> its initialize line, with its records
+    for entry in entries:
+        if entry.get("event") == "initialize":
+            processors[entry["_pid"]] = {**entry, "records": [], "checkpoints": []}
+    for entry in entries:
+        if entry.get("event") == "checkpoint" and entry["error"] is None:
+            processors[entry["_pid"]]["checkpoints"].append(entry)
+        elif "event" not in entry:
+            processors[entry["_pid"]]["records"].append(entry)
+
+    # every record once, to a processor of its stream
+    stream_of = {put_id: name for put_id, name, *_ in result["puts"]}
+    delivered = Counter(json.loads(r["data"])["id"] for r in records_only(entries))
+    assert set(delivered) == set(stream_of), f"{len(set(stream_of) - set(delivered))} records never delivered"
+    assert max(delivered.values()) == 1, [(n, c) for n, c in delivered.items() if c > 1][:5]
+    for pid, processor in processors.items():
+        assert processor["stream"] in identifier, processor  # both recorders name the stream of the lease
+        got = {stream_of[json.loads(r["data"])["id"]] for r in processor["records"]}
+        assert got <= {identifier[processor["stream"]]}, (pid, processor["stream"], got)
+
+    # each processor after the first of a lease started from its predecessor's last checkpoint
+    resumed: Counter = Counter()
+    lives: dict[tuple[str, str], list[dict]] = {}
+    for processor in sorted(processors.values(), key=lambda p: p["at"]):
+        lives.setdefault((processor["stream"], processor["shard"]), []).append(processor)
+    for (stream, shard), chain in sorted(lives.items()):
+        assert chain[0]["seq"] == "TRIM_HORIZON", chain[0]
+        for before, after in zip(chain, chain[1:]):
+            last = before["checkpoints"][-1]
+            assert (after["seq"], after["sub"]) == (last["seq"], last["sub"]), (stream, shard, last, after)
+            resumed[f"{kind(after['host'])} after {kind(before['host'])}"] += 1
+    print("processors resumed from the other kind's checkpoint:", dict(resumed))
+    leases = {(s, shard) for s, shard in lives}
+    assert resumed == {"kcl-mp after Java": 3, "Java after kcl-mp": len(leases)}, resumed
+
+    # the lease items: one format whoever created them (the third stream's lease kcl-mp's)
+    epochs = {name: s["epoch"] for name, s in streams.items()}
+    for worker in ("kclmp-1", "java-2"):  # all released by kcl-mp; all held by Java
+        items = [i for i in result["snapshots"][worker] if not_a_lease(i, list(streams)) is None]
+        assert {(i["streamName"]["S"], i["shardId"]["S"]) for i in items} == leases, items
+        shapes = {}
+        for item in items:
+            stream, shard = item["streamName"]["S"], item["shardId"]["S"]
+            account, name, epoch = stream.split(":")
+            assert item["leaseKey"] == {"S": f"{stream}:{shard}"} and int(epoch) == epochs[name], item
+            shapes[item["leaseKey"]["S"]] = {attribute: list(value) for attribute, value in item.items()
+                                             if attribute not in KCLMP_OWN}
+        kclmp_made = [shape for key, shape in shapes.items() if f":{result['kclmp_first']}:" in key]
+        assert kclmp_made and all(shape == kclmp_made[0] for shape in shapes.values()), (worker, shapes)
+
+
+def kind(host: str) -> str:
+    return "Java" if host.startswith("java") else "kcl-mp"
