@@ -25,10 +25,10 @@ os.environ["AWS_REGION"] = EMBEDDED_ENV["AWS_DEFAULT_REGION"]
 os.environ["JDK_JAVA_OPTIONS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-# The Java peers' tests in two groups of about five minutes each (one group, ten minutes, was
-# the first phase's longest worker): the 3.x fleet's with the lock test, the 2.x mixed fleet's
-# with the DynamoDB Streams adapter's.
-JAVA_B = frozenset({"test_mixed_fleet.py", "test_dynamodb_streams_java_adapter.py"})
+# The Java peers' tests in two groups of five to six minutes each (one group, ten minutes, was
+# the first phase's longest worker): the 3.x fleet's with the lock test; the 2.x mixed fleet's
+# with the DynamoDB Streams adapter's and the multi-stream consumer's.
+JAVA_B = frozenset({"test_mixed_fleet.py", "test_dynamodb_streams_java_adapter.py", "test_multi_stream_java.py"})
 
 
 def pytest_collection_modifyitems(items):
