@@ -2,7 +2,10 @@
 
 The consumer (``consumerArn``, or ``consumerName`` which defaults to applicationName, as
 in Java) is registered once per host by the supervisor before it takes leases, or found
-if it exists, and waited for until ACTIVE. Each shard worker then reads its shard with
+if it exists, and waited for until ACTIVE. A multi-stream application has one per stream
+(``stream.<name>.consumerArn``, else consumerName registered on that stream, as Java's
+FanOutConfig does for a multi-stream tracker), found or registered when the stream is
+first read: at start-up, or when it is appended to the list. Each shard worker then reads its shard with
 ``FanOutFetcher``, which hands over what the polling ``Fetcher`` does (Fetched,
 ShardEnded, FetchFailed) from the events of a subscription:
 
@@ -28,6 +31,7 @@ from typing import Any
 
 from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
 from kcl_mp.config import Config
+from kcl_mp.config.settings import StreamSettings
 from kcl_mp.errors import ConfigError, DependencyError
 from kcl_mp.logs import ShardLog
 from kcl_mp.retrieval import kinesis_shards
@@ -38,12 +42,15 @@ CONSUMER_WAIT_S = 120.0  # a consumer is ACTIVE within seconds; AWS allows itsel
 _IN_USE = "ResourceInUseException"
 
 
-def consumer_arn(config: Config, stream_arn: str, kinesis: Any, log: ShardLog) -> str:
-    """The ACTIVE consumer's ARN: the configured one, or the consumer named consumerName
-    (applicationName by default), registered on ``stream_arn`` when it does not exist."""
+def consumer_arn(config: Config, stream_arn: str, kinesis: Any, log: ShardLog,
+                 stream: StreamSettings | None = None) -> str:
+    """The ACTIVE consumer's ARN: the configured one (``stream``'s, for a stream of a
+    multi-stream application), or the consumer named consumerName (applicationName by
+    default), registered on ``stream_arn`` when it does not exist."""
     settings = config.retrieval
-    if settings.consumer_arn:
-        arn = settings.consumer_arn
+    configured = stream.consumer_arn if stream is not None else settings.consumer_arn
+    if configured:
+        arn = configured
     else:
         name = settings.consumer_name or config.application_name
         try:
