@@ -1,13 +1,15 @@
 """Issue 32's acceptance run: three real kcl-mp hosts, twelve Kinesis streams of 1 to 8 shards on
 kinesis-mock (which really splits, merges and ends shards), the lease table on moto, in both KCL
-modes. Eleven streams are read by the unchanged amazon_kclpy recorder, one by Node's aws-kcl sample
-processor (its own ``stream.<name>.executableName``). A producer writes per-key counters to every
+modes. Eleven streams are read by the unchanged amazon_kclpy recorder (the application's
+executableName, or for two of them their own ``stream.<name>.executableName``), one by Node's
+aws-kcl sample processor (its own too). A producer writes per-key counters to every
 stream the whole time; while it runs, one shard of one stream is split, two shards of another are
 merged, a host is SIGKILLed (supervisor, pool and processors), a thirteenth stream is appended to the
 list file and one is removed.
 
 The judge (``redelivered`` and the checks below) finds:
-- every record put is delivered, to a processor of its own stream; a record delivered twice only
+- every record put is delivered, to a processor of its own stream that ran that stream's command
+  (the application's processor finds its stream in KCL_STREAM_NAME); a record delivered twice only
   where the processor that got it first had not checkpointed it and never did (it died with the
   killed host, or lost its lease): the at-least-once the KCL promises, nothing more;
 - per stream and key, first deliveries in the order written, and no record of a child shard
@@ -58,6 +60,7 @@ pytestmark = pytest.mark.integration
 # Twelve streams at start, a thirteenth appended: its index and role.
 SHARDS = (8, 1, 2, 1, 3, 1, 2, 1, 1, 2, 1, 1, 2)
 SPLIT, MERGE, NODE_STREAM, REMOVED, APPENDED = 2, 4, 5, 11, 12
+OWN_COMMAND = (SPLIT, APPENDED)  # streams with a stream.<name>.executableName of their own (the Node one too)
 KEYS = [f"key-{i:02d}" for i in range(24)]  # per round, one record per key in every stream
 HOSTS = ("host-a", "host-b", "host-c")
 KILLED = "host-c"
@@ -111,8 +114,13 @@ def test_three_hosts_twelve_streams_reshard_kill_add_remove(mode: str, tmp_path:
     listing.write_text("".join(f"{line[name]}\n" for name in names[:APPENDED]))
     out = tmp_path / "out"
     recorder = f"{sys.executable} {RECORDER}"
+    # The application's processor: the recorder, in the directory of the stream kcl-mp names in
+    # KCL_STREAM_NAME (shard ids repeat across streams); OWN_COMMAND's streams have their own.
+    default = tmp_path / "default_processor.sh"
+    default.write_text(f"#!/bin/sh\nexec env RECORDER_DIR={out}/$KCL_STREAM_NAME RECORDER_HOST=default {recorder}\n")
+    default.chmod(0o755)
     keys = {k: v for k, v in base_properties(
-        moto_url, names[0], unique_name, recorder, kinesisEndpoint=kinesis_mock_url, clientVersionConfig=mode,
+        moto_url, names[0], unique_name, str(default), kinesisEndpoint=kinesis_mock_url, clientVersionConfig=mode,
         # failover 6 s: on a busy machine, moto answers a renewal in over a second at times
         failoverTimeMillis=6000, shardSyncIntervalMillis=2000, parentShardPollIntervalMillis=500,
         idleTimeBetweenReadsInMillis=500,
@@ -121,11 +129,12 @@ def test_three_hosts_twelve_streams_reshard_kill_add_remove(mode: str, tmp_path:
         if k != "streamName"}
     for i, name in enumerate(names):  # each stream's recorder writes in a directory of its own
         (out / name).mkdir(parents=True)
-        keys[f"stream.{name}.executableName"] = f"node {NODE}" if i == NODE_STREAM else \
-            f"env RECORDER_DIR={out / name} {recorder}"
+        if i in OWN_COMMAND:
+            keys[f"stream.{name}.executableName"] = f"env RECORDER_DIR={out / name} RECORDER_HOST=own {recorder}"
+    keys[f"stream.{names[NODE_STREAM]}.executableName"] = f"node {NODE}"
     hosts = {name: Daemon(write_properties(tmp_path / f"{name}.properties", **keys, workerId=name),
                           tmp_path / f"{name}.log", "--log-format", "json",
-                          env={"RECORDER_HOST": name, "RECORDER_CHECKPOINT_EVERY": "1",
+                          env={"RECORDER_CHECKPOINT_EVERY": "1",
                                "RECORDER_STDERR_ENV": "KCL_STREAM_IDENTIFIER"}) for name in HOSTS}
     producer = Producer(kinesis, names)
     kclpy = [name for i, name in enumerate(names) if i != NODE_STREAM]
@@ -209,6 +218,9 @@ def test_three_hosts_twelve_streams_reshard_kill_add_remove(mode: str, tmp_path:
     found = entries()
     strays = [e for e in records_only(found) if not e["data"].startswith(e["_shard"].split("/")[0] + ":")]
     assert not strays, strays[:5]  # each record went to a processor of its own stream
+    commands = {(e["_shard"].split("/")[0], e["host"]) for e in found if e.get("event") == "initialize"}
+    assert commands == {(name, "own" if i in OWN_COMMAND else "default") for i, name in enumerate(names)
+                        if i != NODE_STREAM}, commands  # each stream's processor ran its stream's command
     assert not (problems := redelivered(found)), problems[:10]
     twice = len(records_only(found)) - len({(e["_shard"], e["seq"], e["sub"]) for e in records_only(found)})
     lineage = {f"{name}/{s['ShardId']}": [f"{name}/{p}" for p in (s.get("ParentShardId"), s.get("AdjacentParentShardId"))
