@@ -43,10 +43,12 @@ _IN_USE = "ResourceInUseException"
 
 
 def consumer_arn(config: Config, stream_arn: str, kinesis: Any, log: ShardLog,
-                 stream: StreamSettings | None = None) -> str:
+                 stream: StreamSettings | None = None, wait_s: float = CONSUMER_WAIT_S) -> str:
     """The ACTIVE consumer's ARN: the configured one (``stream``'s, for a stream of a
     multi-stream application), or the consumer named consumerName (applicationName by
-    default), registered on ``stream_arn`` when it does not exist."""
+    default), registered on ``stream_arn`` when it does not exist. Not ACTIVE within
+    ``wait_s``: a DependencyError (0: asked once, for a caller that must not block and asks
+    again later; registering again finds the consumer registered the first time)."""
     settings = config.retrieval
     configured = stream.consumer_arn if stream is not None else settings.consumer_arn
     if configured:
@@ -60,7 +62,7 @@ def consumer_arn(config: Config, stream_arn: str, kinesis: Any, log: ShardLog,
             if error_code(exc) != _IN_USE:
                 raise translate(exc, f"RegisterStreamConsumer {name}") from exc
             arn = _describe(kinesis, {"StreamARN": stream_arn, "ConsumerName": name})["ConsumerARN"]
-    deadline = time.monotonic() + CONSUMER_WAIT_S
+    deadline = time.monotonic() + wait_s
     for _ in range(10_000):  # bounded by the deadline
         consumer = _describe(kinesis, {"ConsumerARN": arn})
         if consumer.get("StreamARN", stream_arn) != stream_arn:  # it would read another stream's shards
@@ -71,7 +73,7 @@ def consumer_arn(config: Config, stream_arn: str, kinesis: Any, log: ShardLog,
             return arn
         if consumer["ConsumerStatus"] == "DELETING" or time.monotonic() > deadline:
             raise DependencyError(f"stream consumer {arn} is {consumer['ConsumerStatus']}, not ACTIVE "
-                                  f"(waited {CONSUMER_WAIT_S:.0f} s)", retriable=False)
+                                  f"(waited {wait_s:.0f} s)", retriable=False)
         time.sleep(0.5)
     raise DependencyError(f"stream consumer {arn} never became ACTIVE", retriable=False)
 

@@ -7,10 +7,11 @@ carried out here (read, decide, write: this class decides nothing itself).
              be read or holds a bad line is logged with its file and line and the last good list
              kept, so a typo never stops every stream
     start    a stream appended is described, and with enhanced fan-out its consumer found or
-             registered (one that does not exist, or a consumer that cannot be had, is logged and
-             tried again at the next look), shown to the table's view and to the shard syncers; the host that
-             syncs shards (every 2.x host, the 3.x leader) audits at once, so the new stream's
-             leases are created and taken or assigned within a scan
+             registered (one that does not exist, or a consumer not ACTIVE yet, which is not
+             waited for, is logged and tried again at the next look), shown to the table's view
+             and to the shard syncers; the host that syncs shards (every 2.x host, the 3.x
+             leader) audits at once, so the new stream's leases are created and taken or
+             assigned within a scan
     drain    a stream removed is taken and assigned by nobody from now on; each of its leases held
              here has its shard told shutdownRequested (the processor may checkpoint, as on a
              graceful stop) and is released once the processor made its last checkpoint or ended,
@@ -75,13 +76,14 @@ class StreamChanges:
         """At start-up, with enhanced fan-out: each listed stream's consumer, found or registered
         and ACTIVE (a ConfigError or DependencyError stops the start-up, naming it)."""
         for stream in self.listed.values():
-            self._find_consumer(stream)
+            self._find_consumer(stream, fanout.CONSUMER_WAIT_S)
 
-    def _find_consumer(self, stream: StreamSettings) -> None:
+    def _find_consumer(self, stream: StreamSettings, wait_s: float) -> None:
         sync = self.leases.sync
         assert isinstance(sync, StreamSyncers)  # a multi-stream application's, each stream described already
         arn = sync.described[stream.name][0]
-        self.consumers[stream.name] = fanout.consumer_arn(self.config, arn, self.leases.kinesis, self.log, stream)
+        self.consumers[stream.name] = fanout.consumer_arn(self.config, arn, self.leases.kinesis, self.log, stream,
+                                                          wait_s)
 
     # -- a look at the list ------------------------------------------------------------
 
@@ -144,8 +146,8 @@ class StreamChanges:
         assert isinstance(sync, StreamSyncers)  # a multi-stream application's
         try:
             arn = sync.describe(stream)
-            if self.config.retrieval.mode == "FANOUT":
-                self._find_consumer(stream)
+            if self.config.retrieval.mode == "FANOUT":  # not waited for: the loop renews leases
+                self._find_consumer(stream, 0.0)
         except (ConfigError, DependencyError) as exc:
             self.log.error("stream %s is listed but cannot be read (%s): not consumed; tried again at the next look",
                            stream.name, exc)

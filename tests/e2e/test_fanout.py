@@ -89,7 +89,8 @@ def test_two_streams_each_read_through_its_own_consumer(efo_proxy, moto_url, uni
     """A multi-stream application with retrievalMode = FANOUT: stream a through the consumer its
     ``stream.a.consumerArn`` names (registered beforehand), stream b, appended to the list file
     once a's records are in, through the one kcl-mp registers on it then (consumerName, by
-    default applicationName). Every record once, each shard subscribed through its own stream's
+    default applicationName; not waited for: the stream is consumed from the look that finds it
+    ACTIVE). Every record once, each shard subscribed through its own stream's
     consumer only."""
     kinesis = boto3.client("kinesis", endpoint_url=efo_proxy.url, region_name="us-east-1")
     a, b = f"{unique_name}-a", f"{unique_name}-b"
