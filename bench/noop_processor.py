@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The benchmark's processor: amazon_kclpy, does nothing with the records, checkpoints every
 ``$BENCH_CHECKPOINT_EVERY`` records (default 1000), and appends one line per batch to
-``$BENCH_OUT/<shard>`` ("<records> <unix time>") so the benchmark sees the first record
-and the last without asking the daemon anything."""
+``$BENCH_OUT/<shard>`` ("<records> <unix time>"; ``<stream identifier>.<shard>`` in a
+multi-stream application, whose streams' shard ids repeat) so the benchmark sees the first
+record and the last without asking the daemon anything."""
 
 import os
 import time
@@ -18,7 +19,9 @@ class Noop(processor.RecordProcessorBase):
         self.fd = -1
 
     def initialize(self, initialize_input):
-        path = os.path.join(os.environ["BENCH_OUT"], initialize_input.shard_id)
+        stream = os.environ.get("KCL_STREAM_IDENTIFIER")  # kcl-mp's, for a multi-stream application's shards
+        path = os.path.join(os.environ["BENCH_OUT"], f"{stream}.{initialize_input.shard_id}" if stream else
+                            initialize_input.shard_id)
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def process_records(self, process_records_input):

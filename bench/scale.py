@@ -3,7 +3,8 @@
     make bench-scale        (= .venv/bin/python bench/scale.py)
     options: --shards 4,16,64,256, --java-max-shards 64, --only kcl-mp|java, --rate 100 (records/s),
              --idle-ms 1000, --slow-idle-ms 3000 --slow-from 128, --settle-s 10, --window-s 30,
-             --start-timeout-s 240, --kinesis moto|fast|dynamodb, --records-per-shard 20, --out scale.json
+             --start-timeout-s 240, --kinesis moto|fast|dynamodb, --records-per-shard 20, --streams 1,
+             --out scale.json
 
 Per shard count and daemon: a fresh moto (h2c, in the loopback namespace as bench/daemons.py),
 a stream of that many shards holding one record per shard, one host started with the same
@@ -37,6 +38,11 @@ the stream is a DynamoDB table's, served by the embedded emulator's DynamoDB Str
 many open shards; ``--records-per-shard`` items are written at start (keys spread over the
 shards by their hash, so every shard gets some), and the producer writes --rate items/s
 (BatchWriteItem, 25 a call). The figures compare with the Kinesis ones at the same size.
+
+With ``--streams N`` (kcl-mp only, Kinesis on moto: the Java MultiLangDaemon reads one stream)
+the host is one multi-stream application (``streamNames``) of N streams of shards/N shards
+each, the producer spreading its records over every shard of every stream; the figures compare
+with a single stream of as many shards (issue 32: 50 streams of 4 shards against 200 shards).
 
 It prints a table, then kcl-mp / Java per shard count and per shard (marginal memory between
 sizes, idle CPU per shard), and writes the figures as JSON to --out.
@@ -82,6 +88,7 @@ class Size:
     shards: int
     idle_ms: int
     kinesis: str = "moto"  # or "fast": kcl_mp.devtools.fast_kinesis, bounded shards, no producer
+    streams: int = 1  # the shards in this many streams of one multi-stream application
     own_processes: int = 0
     pss_mb: float = 0.0
     uss_mb: float = 0.0
@@ -182,17 +189,21 @@ class Producer(threading.Thread):
                 return
 
 
-def put_spread(kinesis: Any, stream: str, hash_keys: list[str], first: int, count: int) -> int:
-    """Put ``count`` 100-byte records, record n to shard n mod len(hash_keys); retries the
-    entries Kinesis refused (at most 20 times)."""
-    entries = [{"Data": b"x" * 100, "PartitionKey": str(n), "ExplicitHashKey": hash_keys[n % len(hash_keys)]}
-               for n in range(first, first + count)]
-    for _ in range(20):
-        if not entries:
-            return count
-        response = kinesis.put_records(StreamName=stream, Records=entries)
-        entries = [e for e, r in zip(entries, response["Records"]) if "ErrorCode" in r]
-    raise RuntimeError(f"put_records kept failing on {stream}")
+def put_spread(kinesis: Any, targets: list[tuple[str, str]], first: int, count: int) -> int:
+    """Put ``count`` 100-byte records, record n to the shard ``targets[n mod len(targets)]``
+    names (its stream and starting hash key), one PutRecords a stream; retries the entries
+    Kinesis refused (at most 20 times)."""
+    for stream in dict.fromkeys(stream for stream, _ in targets):
+        entries = [{"Data": b"x" * 100, "PartitionKey": str(n), "ExplicitHashKey": targets[n % len(targets)][1]}
+                   for n in range(first, first + count) if targets[n % len(targets)][0] == stream]
+        for _ in range(20):
+            if not entries:
+                break
+            response = kinesis.put_records(StreamName=stream, Records=entries)
+            entries = [e for e, r in zip(entries, response["Records"]) if "ErrorCode" in r]
+        else:
+            raise RuntimeError(f"put_records kept failing on {stream}")
+    return count
 
 
 def dynamodb_table(url: str, dynamodb: Any, name: str, shards: int) -> str:
@@ -231,8 +242,8 @@ def run_size(daemon: str, shards: int, idle_ms: int, args: argparse.Namespace, w
 
     from kcl_mp.embedded import ensure_stream, free_port, start_emulator
 
-    name = f"scale-{daemon}-{shards}"
-    size = Size(daemon, shards, idle_ms, args.kinesis)
+    name = f"scale-{daemon}-{shards}" + (f"-in-{args.streams}" if args.streams > 1 else "")
+    size = Size(daemon, shards, idle_ms, args.kinesis, args.streams)
     out = work / name
     out.mkdir()
     emulator = start_emulator(http2=True, log_path=str(work / f"{name}.moto.log"))
@@ -255,10 +266,16 @@ def run_size(daemon: str, shards: int, idle_ms: int, args: argparse.Namespace, w
             kinesis_url = f"http://127.0.0.1:{port}"
             size.produced = shards * args.records_per_shard
         else:
-            ensure_stream(kinesis, name, shards)
-            listed = kinesis.list_shards(StreamName=name)["Shards"]  # at most 1,000: enough here
-            hash_keys = [s["HashKeyRange"]["StartingHashKey"] for s in sorted(listed, key=lambda s: s["ShardId"])]
-            size.produced = put_spread(kinesis, name, hash_keys, 0, shards)  # one record per shard to start
+            names = [name] if args.streams == 1 else [f"{name}-{i:02d}" for i in range(args.streams)]
+            targets = []  # (stream, starting hash key) of every shard
+            for stream in names:
+                ensure_stream(kinesis, stream, shards // args.streams)
+                listed = kinesis.list_shards(StreamName=stream)["Shards"]  # at most 1,000: enough here
+                targets += [(stream, s["HashKeyRange"]["StartingHashKey"])
+                            for s in sorted(listed, key=lambda s: s["ShardId"])]
+            size.produced = put_spread(kinesis, targets, 0, shards)  # one record per shard to start
+            if args.streams > 1:  # one multi-stream application
+                stream_keys = {"streamName": None, "streamNames": ",".join(names)}
         path = properties(work / f"{name}.properties", emulator.url, name, name, kinesisEndpoint=kinesis_url,
                           retrievalMode="POLLING", failoverTimeMillis=FAILOVER_MS,
                           idleTimeBetweenReadsInMillis=idle_ms, maxRecords=1000, **stream_keys)
@@ -285,7 +302,7 @@ def run_size(daemon: str, shards: int, idle_ms: int, args: argparse.Namespace, w
         size.source_idle = fast[0] if fast else None
         producer = (Producer(lambda first, n: put_items(dynamodb, f"{name}-data", first + 1_000_000, n), args.rate)
                     if args.kinesis == "dynamodb" else
-                    Producer(lambda first, n: put_spread(kinesis, name, hash_keys, first, n), args.rate)
+                    Producer(lambda first, n: put_spread(kinesis, targets, first, n), args.rate)
                     if source is None else None)
         if producer is not None:
             producer.start()
@@ -345,13 +362,13 @@ def _opt(value: float | None, fmt: str) -> str:
 
 
 def report(sizes: list[Size]) -> str:
-    head = (f"{'shards':>6} {'daemon':<7} {'poll ms':>7} {'procs':>5} {'PSS MB':>7} {'USS MB':>7} {'RSS MB':>7} "
+    head = (f"{'shards':>6} {'streams':>7} {'daemon':<7} {'poll ms':>7} {'procs':>5} {'PSS MB':>7} {'USS MB':>7} {'RSS MB':>7} "
             f"{'proc PSS MB':>11} {'CPU idle':>8} {'CPU load':>8} {'moto idle':>9} {'moto load':>9} {'fast idle':>9} "
             f"{'fast load':>9} "
             f"{'renew gap s':>11} {'late':>4} {'start-up gap s':>14} {'late':>4} {'first rec s':>11} {'delivered':>15}")
     lines = [head]
     for s in sizes:
-        lines.append(f"{s.shards:>6} {s.daemon:<7} {s.idle_ms:>7} {s.own_processes:>5} {s.pss_mb:>7.0f} "
+        lines.append(f"{s.shards:>6} {s.streams:>7} {s.daemon:<7} {s.idle_ms:>7} {s.own_processes:>5} {s.pss_mb:>7.0f} "
                      f"{s.uss_mb:>7.0f} {s.rss_mb:>7.0f} {s.processors_pss_mb:>11.0f} {s.cpu_idle:>8.2f} "
                      f"{s.cpu_load:>8.2f} {s.emulator_idle:>9.2f} {s.emulator_load:>9.2f} "
                      f"{_opt(s.source_idle, '.2f'):>9} {_opt(s.source_load, '.2f'):>9} {s.renewal_gap_s:>11.1f} "
@@ -411,10 +428,18 @@ def main(argv: list[str] | None = None) -> int:
                         "DynamoDB table's stream on the embedded emulator, with a producer (kcl-mp only)")
     p.add_argument("--records-per-shard", type=int, default=20,
                    help="with --kinesis fast: each shard's records; dynamodb: items written at start, per shard")
+    p.add_argument("--streams", type=int, default=1,
+                   help="kcl-mp only, Kinesis on moto: the shards in this many streams of one application (default 1)")
     p.add_argument("--out", default="scale.json", help="the figures as JSON (default scale.json)")
     args = p.parse_args(argv)
     if args.records_per_shard < 1:
         p.error("--records-per-shard must be at least 1")
+    if args.streams < 1 or any(int(n) % args.streams for n in args.shards.split(",")):
+        p.error(f"--streams {args.streams}: every --shards count must be a multiple of it")
+    if args.streams > 1:
+        if args.kinesis != "moto":
+            p.error("--streams: Kinesis on moto only")
+        args.only = "kcl-mp"  # the Java MultiLangDaemon reads one stream
     if args.kinesis == "dynamodb":
         args.only = "kcl-mp"
     if (status := enter_namespace(__file__, args.only)) is not None:
@@ -427,13 +452,14 @@ def main(argv: list[str] | None = None) -> int:
         for daemon in ("java", "kcl-mp"):
             if args.only not in (None, daemon) or (daemon == "java" and shards > args.java_max_shards):
                 continue
-            print(f"{daemon} at {shards} shards, idleTimeBetweenReadsInMillis {idle_ms}, Kinesis on {args.kinesis}",
-                  flush=True)
+            print(f"{daemon} at {shards} shards" + (f" in {args.streams} streams" if args.streams > 1 else "")
+                  + f", idleTimeBetweenReadsInMillis {idle_ms}, Kinesis on {args.kinesis}", flush=True)
             try:
                 sizes.append(run_size(daemon, shards, idle_ms, args, work))
             except Exception as exc:  # one size failing leaves the others' figures
                 print(f"  {daemon} at {shards} shards failed: {exc!r}", flush=True)
-                sizes.append(Size(daemon, shards, idle_ms, args.kinesis, notes=[f"failed: {exc!r}"], failed=True))
+                sizes.append(Size(daemon, shards, idle_ms, args.kinesis, args.streams, notes=[f"failed: {exc!r}"],
+                                  failed=True))
             out.write_text(json.dumps({"failover_ms": FAILOVER_MS, "kinesis": args.kinesis, "rate": args.rate,
                                        "records_per_shard": args.records_per_shard, "window_s": args.window_s,
                                        "sizes": [asdict(s) for s in sizes], "ratios": ratios(sizes)}, indent=2))

@@ -37,7 +37,7 @@ from kcl_mp.aws.errors import AWS_ERRORS, error_code
 from kcl_mp.cli import check_processor
 from kcl_mp.config import Config, load_config
 from kcl_mp.config.load import parse_overrides
-from kcl_mp.config.settings import StreamKind
+from kcl_mp.config.settings import StreamKind, StreamSettings
 from kcl_mp.errors import EXIT_CONFIG, EXIT_OK, ConfigError, KclMpError, ProcessorStartError
 from kcl_mp.multilang.command import resolve_command
 
@@ -159,12 +159,14 @@ def check_dynamodb_stream(config: Config, findings: list[Finding]) -> None:
 
 def check_kinesis(config: Config, findings: list[Finding]) -> None:
     kinesis = aws_client("kinesis", config.kinesis, limits=LIMITS)
-    if config.streams:  # a multi-stream application: each stream, read by polling
+    if config.streams:  # a multi-stream application: each stream (and with fan-out its consumer)
         listed = (f"streamListFile {config.stream_list.file}" if config.stream_list.file else
                   "streamArns" if any(stream.arn for stream in config.streams) else "streamNames")
         for each in config.streams:
-            check_kinesis_stream(kinesis, findings, f"{listed} ({each.name})",
-                                 {"StreamARN": each.arn} if each.arn else {"StreamName": each.name})
+            found = check_kinesis_stream(kinesis, findings, f"{listed} ({each.name})",
+                                         {"StreamARN": each.arn} if each.arn else {"StreamName": each.name})
+            if found is not None and config.retrieval.mode == "FANOUT":
+                check_consumer(config, kinesis, findings, found["StreamDescriptionSummary"]["StreamARN"], each)
         return
     key = "streamArn" if config.stream_arn else "streamName"
     stream = {"StreamARN": config.stream_arn} if config.stream_arn else {"StreamName": config.stream_name}
@@ -195,19 +197,24 @@ def check_kinesis_stream(kinesis: Any, findings: list[Finding], key: str, stream
     return summary
 
 
-def check_consumer(config: Config, kinesis: Any, findings: list[Finding], stream_arn: str) -> None:
-    """Enhanced fan-out's consumer: the configured one, or the one the daemon registers at start."""
+def check_consumer(config: Config, kinesis: Any, findings: list[Finding], stream_arn: str,
+                   stream: StreamSettings | None = None) -> None:
+    """Enhanced fan-out's consumer: the configured one (``stream``'s, of a multi-stream
+    application), or the one the daemon registers at start."""
     endpoint = kinesis.meta.endpoint_url
     name = config.retrieval.consumer_name or config.application_name
-    consumer = ({"ConsumerARN": config.retrieval.consumer_arn} if config.retrieval.consumer_arn else
-                {"StreamARN": stream_arn, "ConsumerName": name})
-    if _aws(findings, "consumerArn" if config.retrieval.consumer_arn else "consumerName",
+    configured = stream.consumer_arn if stream is not None else config.retrieval.consumer_arn
+    consumer = {"ConsumerARN": configured} if configured else {"StreamARN": stream_arn, "ConsumerName": name}
+    key = "consumerArn" if configured else "consumerName"
+    if stream is not None:  # the stream's own key, or the name registered on it
+        key = f"stream.{stream.name}.consumerArn" if configured else f"consumerName ({stream.name})"
+    if _aws(findings, key,
                 "kinesis:DescribeStreamConsumer", endpoint,
                 lambda c: f"consumer {c['ConsumerDescription']['ConsumerName']} is "
                           f"{c['ConsumerDescription']['ConsumerStatus']}",
                 lambda: kinesis.describe_stream_consumer(**consumer),
                 fix_missing="none yet: the daemon registers it at start (kinesis:RegisterStreamConsumer "
-                            "needed), or set consumerArn") is None and not config.retrieval.consumer_arn:
+                            "needed), or set consumerArn") is None and not configured:
         last = findings[-1]
         if "ResourceNotFound" in last.detail:  # registered at start: a warning, not a failure
             findings[-1] = Finding("warn", last.key, last.call, last.detail, last.fix)

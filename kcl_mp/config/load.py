@@ -198,11 +198,6 @@ def load_config(
             raise ConfigError(f"{settings['retrievalMode'].label} = 'FANOUT': DynamoDB Streams have no enhanced "
                               "fan-out; use POLLING (or leave it DEFAULT)")
         mode = "POLLING"  # GetRecords is the only way to read a DynamoDB stream
-    if listed and mode != "POLLING":  # enhanced fan-out reads one stream (a consumer per stream: later)
-        if mode == "FANOUT":
-            raise ConfigError(f"{settings['retrievalMode'].label} = 'FANOUT': a multi-stream application reads by "
-                              "polling (enhanced fan-out of many streams is not supported yet); use POLLING")
-        mode = "POLLING"
     if mode == "DEFAULT":
         polling = [name for name in K.POLLING_KEYS if parsed.get(name)]
         mode = "POLLING" if polling else "FANOUT"
@@ -238,11 +233,6 @@ def load_config(
         sections["stream_list"]["templates"] = templates(stream_keys, command, initial)
         stream_name = ", ".join(stream.name for stream in streams)
     _former_streams(sections["former_streams"], settings, warn)
-    for stream in streams:
-        if stream.consumer_arn:
-            consumer = per_stream[stream.name, "consumerArn"]
-            ignored.append((consumer.name, "a multi-stream application reads by polling"))
-            warn(f"{consumer.label} is not used yet: a multi-stream application reads by polling")
     if not streams:
         for name in ("formerStreamsLeasesDeletionStrategy", "waitPeriodToDeleteFormerStreamsMillis",
                      "formerStreamsToDelete", "streamListReadIntervalMillis"):

@@ -2,7 +2,10 @@
 
 The consumer (``consumerArn``, or ``consumerName`` which defaults to applicationName, as
 in Java) is registered once per host by the supervisor before it takes leases, or found
-if it exists, and waited for until ACTIVE. Each shard worker then reads its shard with
+if it exists, and waited for until ACTIVE. A multi-stream application has one per stream
+(``stream.<name>.consumerArn``, else consumerName registered on that stream, as Java's
+FanOutConfig does for a multi-stream tracker), found or registered when the stream is
+first read: at start-up, or when it is appended to the list. Each shard worker then reads its shard with
 ``FanOutFetcher``, which hands over what the polling ``Fetcher`` does (Fetched,
 ShardEnded, FetchFailed) from the events of a subscription:
 
@@ -28,6 +31,7 @@ from typing import Any
 
 from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
 from kcl_mp.config import Config
+from kcl_mp.config.settings import StreamSettings
 from kcl_mp.errors import ConfigError, DependencyError
 from kcl_mp.logs import ShardLog
 from kcl_mp.retrieval import kinesis_shards
@@ -38,12 +42,17 @@ CONSUMER_WAIT_S = 120.0  # a consumer is ACTIVE within seconds; AWS allows itsel
 _IN_USE = "ResourceInUseException"
 
 
-def consumer_arn(config: Config, stream_arn: str, kinesis: Any, log: ShardLog) -> str:
-    """The ACTIVE consumer's ARN: the configured one, or the consumer named consumerName
-    (applicationName by default), registered on ``stream_arn`` when it does not exist."""
+def consumer_arn(config: Config, stream_arn: str, kinesis: Any, log: ShardLog,
+                 stream: StreamSettings | None = None, wait_s: float = CONSUMER_WAIT_S) -> str:
+    """The ACTIVE consumer's ARN: the configured one (``stream``'s, for a stream of a
+    multi-stream application), or the consumer named consumerName (applicationName by
+    default), registered on ``stream_arn`` when it does not exist. Not ACTIVE within
+    ``wait_s``: a DependencyError (0: asked once, for a caller that must not block and asks
+    again later; registering again finds the consumer registered the first time)."""
     settings = config.retrieval
-    if settings.consumer_arn:
-        arn = settings.consumer_arn
+    configured = stream.consumer_arn if stream is not None else settings.consumer_arn
+    if configured:
+        arn = configured
     else:
         name = settings.consumer_name or config.application_name
         try:
@@ -53,7 +62,7 @@ def consumer_arn(config: Config, stream_arn: str, kinesis: Any, log: ShardLog) -
             if error_code(exc) != _IN_USE:
                 raise translate(exc, f"RegisterStreamConsumer {name}") from exc
             arn = _describe(kinesis, {"StreamARN": stream_arn, "ConsumerName": name})["ConsumerARN"]
-    deadline = time.monotonic() + CONSUMER_WAIT_S
+    deadline = time.monotonic() + wait_s
     for _ in range(10_000):  # bounded by the deadline
         consumer = _describe(kinesis, {"ConsumerARN": arn})
         if consumer.get("StreamARN", stream_arn) != stream_arn:  # it would read another stream's shards
@@ -64,7 +73,7 @@ def consumer_arn(config: Config, stream_arn: str, kinesis: Any, log: ShardLog) -
             return arn
         if consumer["ConsumerStatus"] == "DELETING" or time.monotonic() > deadline:
             raise DependencyError(f"stream consumer {arn} is {consumer['ConsumerStatus']}, not ACTIVE "
-                                  f"(waited {CONSUMER_WAIT_S:.0f} s)", retriable=False)
+                                  f"(waited {wait_s:.0f} s)", retriable=False)
         time.sleep(0.5)
     raise DependencyError(f"stream consumer {arn} never became ACTIVE", retriable=False)
 

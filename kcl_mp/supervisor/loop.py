@@ -252,7 +252,9 @@ class Supervisor:
         if created:
             self.log.info("created lease table %s", lease_settings.table_name)
         self.leases.join_fleet()  # the fleet's client version and this host's role in it (fleet/role.py)
-        if self.config.retrieval.mode == "FANOUT":
+        if self.config.retrieval.mode == "FANOUT" and self.stream_changes is not None:
+            self.stream_changes.find_consumers()  # one consumer per stream
+        elif self.config.retrieval.mode == "FANOUT":
             self.consumer_arn = fanout.consumer_arn(self.config, stream_arn, self.leases.kinesis, self.log)
         found = self.table.scan()
         leases = list(found.leases)
@@ -366,8 +368,10 @@ class Supervisor:
             if self.leases.is_draining(key):  # its stream left the list: released, not started (stream_changes)
                 continue
             held = self.leases.held[key]
-            self.shards.start(key, held.lease.checkpoint or _fresh(self.config), self.consumer_arn, held.renewed_at,
-                              self.stream_changes.stream_of(key) if self.stream_changes else None)
+            streams = self.stream_changes
+            self.shards.start(key, held.lease.checkpoint or _fresh(self.config),
+                              streams.consumer_of(key) if streams else self.consumer_arn, held.renewed_at,
+                              streams.stream_of(key) if streams else None)
 
     def reap_workers(self) -> None:
         ended, actions = self.shards.ended(self._lost_wait_s())

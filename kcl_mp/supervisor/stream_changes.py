@@ -6,10 +6,12 @@ carried out here (read, decide, write: this class decides nothing itself).
              table are still found and their leases deleted per the strategy); a file that cannot
              be read or holds a bad line is logged with its file and line and the last good list
              kept, so a typo never stops every stream
-    start    a stream appended is described (one that does not exist is logged and tried again at
-             the next look), shown to the table's view and to the shard syncers; the host that
-             syncs shards (every 2.x host, the 3.x leader) audits at once, so the new stream's
-             leases are created and taken or assigned within a scan
+    start    a stream appended is described, and with enhanced fan-out its consumer found or
+             registered (one that does not exist, or a consumer not ACTIVE yet, which is not
+             waited for, is logged and tried again at the next look), shown to the table's view
+             and to the shard syncers; the host that syncs shards (every 2.x host, the 3.x
+             leader) audits at once, so the new stream's leases are created and taken or
+             assigned within a scan
     drain    a stream removed is taken and assigned by nobody from now on; each of its leases held
              here has its shard told shutdownRequested (the processor may checkpoint, as on a
              graceful stop) and is released once the processor made its last checkpoint or ended,
@@ -38,6 +40,7 @@ from kcl_mp.leases.stream_changes import plan_streams
 from kcl_mp.leases.stream_syncers import StreamSyncers
 from kcl_mp.logs import LeaseEvent, ShardLog, StreamEvent, lease_event, stream_event
 from kcl_mp.metrics.catalogue import Recorder
+from kcl_mp.retrieval import fanout
 from kcl_mp.supervisor.coordinator import LeaseCoordinator
 from kcl_mp.supervisor.shard_life import CHECKPOINTED, Event
 from kcl_mp.supervisor.shards import Shards
@@ -53,6 +56,7 @@ class StreamChanges:
         self.draining: dict[str, float] = {}  # stream -> when its drain began (the clock's)
         self.pending: Mapping[str, int] = {}  # former stream -> when its leases are deleted (ms since 1970)
         self.refused: str | None = None  # the last refusal of the list file logged (said once)
+        self.consumers: dict[str, str] = {}  # stream -> its enhanced fan-out consumer's ARN (FANOUT only)
 
     @property
     def streams(self) -> tuple[StreamSettings, ...]:
@@ -63,6 +67,23 @@ class StreamChanges:
         """The settings of the stream lease ``key`` reads, as the list has them now."""
         name = _stream_name(key)
         return self.listed.get(name) or self.removed.get(name)
+
+    def consumer_of(self, key: str) -> str | None:
+        """The enhanced fan-out consumer lease ``key``'s shard is read through (None: polling)."""
+        return self.consumers.get(_stream_name(key))
+
+    def find_consumers(self) -> None:
+        """At start-up, with enhanced fan-out: each listed stream's consumer, found or registered
+        and ACTIVE (a ConfigError or DependencyError stops the start-up, naming it)."""
+        for stream in self.listed.values():
+            self._find_consumer(stream, fanout.CONSUMER_WAIT_S)
+
+    def _find_consumer(self, stream: StreamSettings, wait_s: float) -> None:
+        sync = self.leases.sync
+        assert isinstance(sync, StreamSyncers)  # a multi-stream application's, each stream described already
+        arn = sync.described[stream.name][0]
+        self.consumers[stream.name] = fanout.consumer_arn(self.config, arn, self.leases.kinesis, self.log, stream,
+                                                          wait_s)
 
     # -- a look at the list ------------------------------------------------------------
 
@@ -125,6 +146,8 @@ class StreamChanges:
         assert isinstance(sync, StreamSyncers)  # a multi-stream application's
         try:
             arn = sync.describe(stream)
+            if self.config.retrieval.mode == "FANOUT":  # not waited for: the loop renews leases
+                self._find_consumer(stream, 0.0)
         except (ConfigError, DependencyError) as exc:
             self.log.error("stream %s is listed but cannot be read (%s): not consumed; tried again at the next look",
                            stream.name, exc)

@@ -83,3 +83,57 @@ def test_subscriptions_that_end_or_break_resume_with_no_gap_and_no_duplicate(efo
     assert text.count("subscribing again") >= 4, "each cut is logged with where it resumes"
     print(f"{sum(expected.values())} records over {efo_proxy.subscriptions - subscribed} subscriptions "
           f"(1 clean end and 2 cuts of both shards): none missing, none twice")
+
+
+def test_two_streams_each_read_through_its_own_consumer(efo_proxy, moto_url, unique_name, tmp_path):
+    """A multi-stream application with retrievalMode = FANOUT: stream a through the consumer its
+    ``stream.a.consumerArn`` names (registered beforehand), stream b, appended to the list file
+    once a's records are in, through the one kcl-mp registers on it then (consumerName, by
+    default applicationName; not waited for: the stream is consumed from the look that finds it
+    ACTIVE). Every record once, each shard subscribed through its own stream's
+    consumer only."""
+    kinesis = boto3.client("kinesis", endpoint_url=efo_proxy.url, region_name="us-east-1")
+    a, b = f"{unique_name}-a", f"{unique_name}-b"
+    puts = {}
+    for i, (name, shards) in enumerate(((a, 1), (b, 2))):
+        ensure_stream(kinesis, name, shards)
+        puts[name] = produce(kinesis, name, 150, first_id=i * 1000, seed=i)
+    stream_arn = {name: kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamARN"]
+                  for name in (a, b)}
+    own = kinesis.register_stream_consumer(StreamARN=stream_arn[a], ConsumerName="own")["Consumer"]["ConsumerARN"]
+    wait_until(lambda: kinesis.describe_stream_consumer(ConsumerARN=own)["ConsumerDescription"]["ConsumerStatus"]
+               == "ACTIVE", 30, f"consumer {own} ACTIVE")
+    out = {name: tmp_path / name for name in (a, b)}
+    listing = tmp_path / "streams.txt"
+    listing.write_text(f"{a}\n")
+    keys = {k: v for k, v in base_properties(moto_url, a, unique_name, f"{sys.executable} {RECORDER}",
+                                             retrievalMode="FANOUT", kinesisEndpoint=efo_proxy.url,
+                                             streamListFile=listing, streamListReadIntervalMillis=1000).items()
+            if k != "streamName"}
+    keys[f"stream.{a}.consumerArn"] = own
+    for name, directory in out.items():  # each stream's records apart: shard ids repeat across streams
+        directory.mkdir()
+        keys[f"stream.{name}.executableName"] = f"env RECORDER_DIR={directory} {sys.executable} {RECORDER}"
+    daemon = Daemon(write_properties(tmp_path / "app.properties", **keys), tmp_path / "run.log",
+                    env={"RECORDER_CHECKPOINT_EVERY": "50"})
+    already = len(efo_proxy.subscribed)
+    try:
+        def delivered(name: str) -> bool:
+            return len(records_only(recorded(out[name]))) >= len(puts[name])
+
+        wait_until(lambda: delivered(a), 60, f"every record of {a} delivered")
+        listing.write_text(f"{a}\n{b}\n")
+        wait_until(lambda: delivered(b), 60, f"every record of {b}, appended, delivered")
+        daemon.stop_gracefully()
+    finally:
+        daemon.kill()
+    for name in (a, b):
+        got = Counter((e["_shard"], e["seq"], e["sub"]) for e in records_only(recorded(out[name])))
+        assert got == Counter((p.shard_id, p.sequence_number, p.sub_sequence_number) for p in puts[name]), name
+    used: dict[str, set[str]] = {}
+    for consumer, shard in efo_proxy.subscribed[already:]:
+        used.setdefault(consumer, set()).add(shard)
+    registered = next(arn for arn in used if arn != own)
+    assert kinesis.describe_stream_consumer(ConsumerARN=registered)["ConsumerDescription"]["ConsumerName"] == unique_name
+    assert registered.startswith(stream_arn[b] + "/consumer/"), registered
+    assert used == {own: {p.shard_id for p in puts[a]}, registered: {p.shard_id for p in puts[b]}}, used

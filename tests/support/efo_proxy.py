@@ -20,6 +20,7 @@ minutes.
 from __future__ import annotations
 
 import http.client
+import json
 import socket
 import threading
 import zlib
@@ -53,6 +54,7 @@ class EfoProxy:
         self.lock = threading.Lock()
         self.streams: set[tuple[socket.socket, http.client.HTTPConnection]] = set()
         self.subscriptions = 0
+        self.subscribed: list[tuple[str, str]] = []  # (ConsumerARN, ShardId) of each SubscribeToShard, in order
         self.cuts = 0
         self.generation = 0  # end_subscriptions() ends the streams opened before it
         self.http = LoopbackServer(self.relay, get=True)
@@ -71,6 +73,10 @@ class EfoProxy:
             return
         streaming = response.getheader("Content-Type", "") == "application/vnd.amazon.eventstream"
         subscribe = handler.headers.get("X-Amz-Target", "").endswith(".SubscribeToShard")
+        if subscribe:
+            asked = json.loads(body)
+            with self.lock:
+                self.subscribed.append((asked["ConsumerARN"], asked["ShardId"]))
         handler.send_response(response.status, response.reason)
         for name, value in response.getheaders():
             if name.lower() not in HOP_BY_HOP:

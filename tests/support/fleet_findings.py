@@ -28,7 +28,7 @@ from typing import Any
 from kcl_mp.logs import LeaseEvent
 from kcl_mp.sequence import ExtendedSequenceNumber
 
-from .harness import log_lines, recorded
+from .harness import log_lines, recorded, records_only
 
 Item = dict[str, dict[str, Any]]
 Snapshot = dict[str, "dict[str, Item] | None"]  # table -> key -> item (None: no such table)
@@ -290,6 +290,31 @@ def resumes(entries: list[dict], puts: list[list]) -> list[Resume]:
         first = min(child["records"]) if child["records"] else None
         found.append(Resume(shard, previous, child["host"], child["at"], _text(mark) if mark else "TRIM_HORIZON",
                             _text(first) if first else None, _text(min(after)) if after else None))
+    return found
+
+
+def redelivered(entries: list[dict]) -> list[str]:
+    """Each record delivered more than once that at-least-once does not excuse: every delivery but
+    the last must be by a processor that never checkpointed at or past the record (it was killed,
+    or lost its lease, before it did), so a record checkpointed is never delivered again.
+
+    E.g. record 5 of shard s delivered by processor 1 and then by processor 2 is excused if 1 never
+    wrote a checkpoint at 5 or beyond (nor SHARD_END); a finding otherwise.
+    """
+    reached: dict[int, ExtendedSequenceNumber | None] = {}  # pid -> its furthest checkpoint (None: SHARD_END)
+    for e in entries:
+        if e.get("event") == "checkpoint" and e["error"] is None:
+            at = None if e["seq"] is None else ExtendedSequenceNumber(e["seq"], int(e["sub"] or 0))
+            before = reached.get(e["_pid"], ExtendedSequenceNumber("0", 0))
+            reached[e["_pid"]] = None if at is None or before is None else max(at, before)
+    deliveries = defaultdict(list)
+    for e in sorted(records_only(entries), key=lambda e: e["at"]):
+        deliveries[e["_shard"], e["seq"], int(e["sub"] or 0)].append(e["_pid"])
+    found = []
+    for (shard, seq, sub), pids in deliveries.items():
+        for pid in pids[:-1]:
+            if pid in reached and (reached[pid] is None or reached[pid] >= ExtendedSequenceNumber(seq, sub)):
+                found.append(f"{shard} {seq}/{sub}: delivered again after processor {pid} checkpointed it")
     return found
 
 

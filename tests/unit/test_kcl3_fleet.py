@@ -11,7 +11,7 @@ import pytest
 from kcl_mp import logs
 from kcl_mp.logs import LeaseEvent, lease_event
 
-from ..support.fleet_findings import kclmp_assigned, moved_back, moves, rescues, resumes, self_acquired
+from ..support.fleet_findings import kclmp_assigned, moved_back, moves, redelivered, rescues, resumes, self_acquired
 
 pytestmark = pytest.mark.integration
 
@@ -68,3 +68,21 @@ def test_a_resume_from_a_checkpoint_the_killed_daemon_wrote_but_never_confirmed_
     assert resumed.ok and (resumed.checkpoint, resumed.first, resumed.next_put) == ("5/0", "6/0", "6/0")
     (skipped,) = resumes(*_history("7"))
     assert not skipped.ok and (skipped.checkpoint, skipped.next_put) == ("3/0", "4/0"), skipped
+
+
+def test_a_record_is_excused_twice_only_if_its_first_processor_never_checkpointed_it():
+    """Processor 1 got 1..5 and checkpointed 3, then died; processor 2 resumed from 3 and got 4..8:
+    4 and 5 twice, excused. Had processor 1 also written 5 (or SHARD_END), or had it got 3 again
+    after checkpointing it, the second delivery is a finding."""
+    entries, _ = _history("3")
+    assert redelivered(entries) == []
+    shard = "shardId-000000000007"
+    late = {"event": "checkpoint", "seq": "5", "sub": 0, "error": None, "at": 6.5, "_shard": shard, "_pid": 1}
+    assert redelivered([*entries, late]) == [f"{shard} {n}/0: delivered again after processor 1 checkpointed it"
+                                             for n in (4, 5)]
+    ended = {**late, "seq": None}
+    assert len(redelivered([*entries, ended])) == 2
+    failed = {**late, "error": "ShutdownException"}
+    assert redelivered([*entries, failed]) == []
+    again = {"seq": "3", "sub": 0, "at": 25.0, "_shard": shard, "_pid": 2}
+    assert redelivered([*entries, again]) == [f"{shard} 3/0: delivered again after processor 1 checkpointed it"]

@@ -57,8 +57,6 @@ STREAMS: list[tuple[str, dict[str, str], list[tuple[Any, ...]]]] = [
      [("a", None, "LATEST", APP, None, None), ("b.v2", None, "LATEST", ("node", "b.js", "--fast"), None, None)]),
     ("a creation epoch per stream", {"streamArns": arn("a"), "stream.a.creationEpoch": "1700000000000"},
      [("a", arn("a"), "LATEST", APP, None, 1700000000000)]),
-    ("polling, whatever DEFAULT would choose for one stream", {"streamNames": "a", "retrievalMode": "DEFAULT"},
-     [("a", None, "LATEST", APP, None, None)]),
 ]
 
 
@@ -69,16 +67,23 @@ def test_streams_and_their_settings(tmp_path, keys: dict[str, str], expected: li
         StreamSettings(name, stream_arn, InitialPosition(kind), command, consumer, epoch)
         for name, stream_arn, kind, command, consumer, epoch in expected)
     assert config.stream_name == ", ".join(s[0] for s in expected) and config.stream_arn is None
-    assert config.retrieval.mode == "POLLING" and config.warnings == ()
+    assert config.warnings == ()
 
 
-def test_a_consumer_per_stream_is_kept_and_not_used_yet(tmp_path) -> None:
+@pytest.mark.parametrize("keys,mode", [
+    ({}, "FANOUT"), ({"retrievalMode": "DEFAULT"}, "FANOUT"), ({"retrievalMode": "FANOUT", "maxRecords": "100"}, "FANOUT"),
+    ({"maxRecords": "100"}, "POLLING"), ({"retrievalMode": "POLLING"}, "POLLING")])
+def test_the_retrieval_mode_is_chosen_as_for_one_stream(tmp_path, keys: dict[str, str], mode: str) -> None:
+    """Java's choice: FANOUT, or DEFAULT with no polling key set, reads each stream through its own consumer."""
+    assert load(tmp_path, streamNames="a,b", **keys).retrieval.mode == mode
+
+
+def test_a_consumer_per_stream_is_kept(tmp_path) -> None:
     consumer = arn("a") + "/consumer/app:1700000000"
-    config = load(tmp_path, streamArns=arn("a"), **{"stream.a.consumerArn": consumer})
-    assert config.streams[0].consumer_arn == consumer
-    assert config.warnings == (f"{tmp_path / 'app.properties'} line 6: stream.a.consumerArn is not used yet: a "
-                               "multi-stream application reads by polling",)
-    assert config.ignored == (("stream.a.consumerArn", "a multi-stream application reads by polling"),)
+    config = load(tmp_path, streamArns=f"{arn('a')},{arn('b')}", retrievalMode="FANOUT",
+                  **{"stream.a.consumerArn": consumer})
+    assert [stream.consumer_arn for stream in config.streams] == [consumer, None]  # b's is registered at start
+    assert config.warnings == () and config.ignored == ()
 
 
 # id, keys (BASE's regionName dropped when "regionName" is None), the error's start or part
@@ -116,8 +121,6 @@ ERRORS: list[tuple[str, dict[str, Any], str]] = [
      "app.properties line 6: stream.a.creationEpoch = '0': expected an integer >= 1"),
     ("AT_TIMESTAMP is not a per-stream position", {"streamNames": "a", "stream.a.initialPositionInStream": "x"},
      "stream.a.initialPositionInStream = 'x': expected one of LATEST, TRIM_HORIZON"),
-    ("enhanced fan-out reads one stream", {"streamNames": "a", "retrievalMode": "FANOUT"},
-     "app.properties line 6: retrievalMode = 'FANOUT': a multi-stream application reads by polling"),
     ("one consumer for many streams", {"streamNames": "a", "fanoutConfig.consumerArn": "c"},
      "fanoutConfig.consumerArn: an enhanced fan-out consumer belongs to one stream"),
     ("a consumer of another stream", {"streamNames": "a,b", "stream.a.consumerArn": arn("b") + "/consumer/c:1"},
