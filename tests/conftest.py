@@ -27,22 +27,19 @@ os.environ["JDK_JAVA_OPTIONS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 # The Java peers' tests in two groups of five to six minutes each (one group, ten minutes, was
 # the first phase's longest worker): the 3.x fleet's with the lock test; the 2.x mixed fleet's
-# with the DynamoDB Streams adapter's and the multi-stream consumer's. Spark's in two as well
-# (one group was 11 of CI's 12.7 min first phase): the pipeline's kill suite with the tables'
-# and the fallback's; the package installs' with the source's.
-SECOND_GROUP = {"java": frozenset({"test_mixed_fleet.py", "test_dynamodb_streams_java_adapter.py",
-                                   "test_multi_stream_java.py"}),
-                "spark": frozenset({"test_package.py", "test_spark_source.py"})}
+# with the DynamoDB Streams adapter's and the multi-stream consumer's. Spark's in one: two groups
+# of Spark drivers at once kept CI's 2 cores busy and made its first phase slower, not faster.
+JAVA_B = frozenset({"test_mixed_fleet.py", "test_dynamodb_streams_java_adapter.py", "test_multi_stream_java.py"})
 
 
 def pytest_collection_modifyitems(items):
     """Under pytest-xdist (`make test`), the Java peers' tests run one after another in two
-    groups and Spark's in two more, so at most two Java fleets run at once (once started they
-    mostly wait on their lease timers) and at most two Spark drivers."""
+    groups and Spark's in a third, so at most two Java fleets run at once (once started they
+    mostly wait on their lease timers) and one Spark job, never two Spark jobs."""
     for item in items:
         for kind in ("java", "spark"):
             if item.get_closest_marker(kind):
-                group = f"{kind}-b" if item.path.name in SECOND_GROUP[kind] else kind
+                group = "java-b" if kind == "java" and item.path.name in JAVA_B else kind
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
 
