@@ -110,10 +110,10 @@ lint: $(STAMP)
 # alone so nothing beside them moves their figures, then the `paired` ones (the two fault runs,
 # whose recoveries stay within half their bound beside each other) two at a time. JUNIT=DIR
 # writes each phase's JUnit report there.
-PARALLEL ?= 3
+PARALLEL ?= 4
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
-## test: the lint, then every test (PARALLEL=3 at a time, the timing tests alone, the two fault runs side by side)
+## test: the lint, then every test (PARALLEL=4 at a time, the timing tests alone, the two fault runs side by side)
 test: lint $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS) $(JAVA_PEERS)
 	$(PYTEST) -m "not timing and not paired" -n $(PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/parallel.xml) $(PYTEST_ARGS)
 	$(PYTEST) -m timing $(if $(JUNIT),--junitxml=$(JUNIT)/timing.xml) $(PYTEST_ARGS) || [ $$? -eq 5 ]

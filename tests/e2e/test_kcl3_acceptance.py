@@ -75,9 +75,7 @@ MOVE_SLACK_S = 2.0  # a leader's log line against the lease monitor's sighting (
 KCL_VERSIONS = (DEFAULT_VERSION,)
 
 
-# session, not module: under xdist a worker runs other modules' tests between these two, and a
-# module fixture is then torn down and the 3-minute run made twice (CI: two 203 s set-ups)
-@pytest.fixture(scope="session", params=KCL_VERSIONS)
+@pytest.fixture(scope="module", params=KCL_VERSIONS)
 def fleet(request, tmp_path_factory) -> Findings:
     return run_scenario("full", tmp_path_factory.mktemp("kcl3") / "full", timeout=300, version=request.param)
 
