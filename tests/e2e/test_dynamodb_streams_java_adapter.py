@@ -22,8 +22,6 @@ loopback-only network namespace and leaves its evidence; this test judges it:
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -32,16 +30,14 @@ import pytest
 from kcl_mp.leases.lease import CPU_PERCENT, ENTITY_TYPE, THROUGHPUT_KBPS, Lease, not_a_lease
 
 from ..support.fleet_findings import processing_overlap, processors, resumes
-from ..support.harness import ROOT, changes_delivered, recorded
+from ..support.harness import changes_delivered, recorded, run_support_module
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
 
 
 def test_kcl_mp_and_the_java_adapter_share_one_dynamodb_stream(tmp_path):
     out = tmp_path / "fleet"
-    run = subprocess.run([sys.executable, "-m", "tests.support.adapter_fleet", str(out)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
-    assert run.returncode == 0 and (out / "result.json").exists(), run.stdout[-3000:] + run.stderr[-3000:]
+    run_support_module("adapter_fleet", out, timeout=600)
     judge(out)
 
 

@@ -12,23 +12,16 @@ network namespace and leaves its evidence; this test judges it:
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-from ..support.harness import ROOT
+from ..support.harness import run_support_module
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
 
 
 def test_kcl_mp_and_java_share_the_leader_lock(tmp_path):
     out = tmp_path / "leader"
-    run = subprocess.run([sys.executable, "-m", "tests.support.java_leader", str(out)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=150, stdin=subprocess.DEVNULL)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    result = json.loads((out / "result.json").read_text())
+    result = run_support_module("java_leader", out, timeout=150)
     java_log = (out / result["java_log"]).read_text(errors="replace")
     assert result["failure"] is None, result["failure"] + "\n" + str(result["owners"]) + "\n" + java_log[-4000:]
     owners = [owner for _, owner in result["owners"]]

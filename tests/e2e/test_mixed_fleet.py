@@ -17,8 +17,6 @@ and leaves its evidence; this test judges it:
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -29,7 +27,7 @@ from kcl_mp.devtools.java_daemon import DEFAULT_VERSION
 from kcl_mp.leases.lease import ENTITY_TYPE, not_a_lease
 
 from ..support.fleet_findings import processing_overlap
-from ..support.harness import ROOT, recorded
+from ..support.harness import recorded, run_support_module
 from ..support.mixed_fleet import APP
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
@@ -43,9 +41,7 @@ KCL_VERSIONS = (DEFAULT_VERSION,)
 @pytest.mark.parametrize("version", KCL_VERSIONS)
 def test_java_and_kcl_mp_share_one_lease_table(tmp_path, version):
     out = tmp_path / "mixed"
-    run = subprocess.run([sys.executable, "-m", "tests.support.mixed_fleet", str(out), version], cwd=ROOT,
-                         capture_output=True, text=True, timeout=1200, stdin=subprocess.DEVNULL)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    run_support_module("mixed_fleet", out, version, timeout=1200)
     judge(out)
 
 

@@ -15,8 +15,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -24,7 +22,7 @@ import pytest
 
 from kcl_mp.leases.lease import CPU_PERCENT, RELEASED_BY, RELEASED_UNTIL, not_a_lease
 
-from ..support.harness import ROOT, recorded, records_only
+from ..support.harness import recorded, records_only, run_support_module
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
 # kcl-mp's own attributes (Java reads past them): the cost a renewal reports once measured, a give-up's
@@ -37,9 +35,7 @@ RENEWED = {"throughputKBps"}
 @pytest.mark.timeout(240)
 def test_java_and_kcl_mp_hand_multi_stream_leases_over_both_ways(tmp_path):
     out = tmp_path / "multi"
-    run = subprocess.run([sys.executable, "-m", "tests.support.multi_stream_java", str(out)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=220, stdin=subprocess.DEVNULL)
-    assert run.returncode == 0 and (out / "result.json").exists(), run.stdout[-3000:] + run.stderr[-3000:]
+    run_support_module("multi_stream_java", out, timeout=220)
     judge(out)
 
 

@@ -63,6 +63,15 @@ def assert_takers_count_only_leases(log: str, possible: range) -> None:
     assert not re.search(r"lease (Leader|Migration3\.0|TableMigration3\.5|java-worker-[12])\b", log)
 
 
+def run_support_module(module: str, out: Path, *args: str, timeout: float) -> dict:
+    """Run ``python -m tests.support.<module> OUT ARGS`` (a Java peer's run, which enters its
+    loopback namespace itself) and return the result.json it left in ``out``."""
+    run = subprocess.run([sys.executable, "-m", f"tests.support.{module}", str(out), *args], cwd=ROOT,
+                         capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False)
+    assert run.returncode == 0 and (out / "result.json").exists(), run.stdout[-3000:] + run.stderr[-3000:]
+    return json.loads((out / "result.json").read_text())
+
+
 class EmbeddedHost:
     """``kcl-mp --embedded`` with the recorder (2 shards a stream, worker host-e) and the
     ``kcl-mp leases --embedded`` command that reads its emulator."""
