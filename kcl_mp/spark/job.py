@@ -20,9 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from functools import partial
 from typing import Any
 
 from kcl_mp.spark import register
+from kcl_mp.spark.queries import Queries, RestartPolicy
 from kcl_mp.spark.tables import Format, IcebergCatalog, S3Settings, Trigger, write_stream
 
 
@@ -49,6 +51,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="what happens to landed files at or below the committed offsets (default off)")
     p.add_argument("--archive-dir", help="where cleanSource=archive moves them")
     p.add_argument("--s3-endpoint", help="an S3 endpoint URL (an emulator): the landing area's and the output's")
+    p.add_argument("--restarts", type=int, default=RestartPolicy.restarts, metavar="N",
+                   help="start a failed query again from its checkpoint, up to N times while no batch completes "
+                        f"between (default {RestartPolicy.restarts}; 0: fail at once)")
+    p.add_argument("--restart-pause", type=float, default=RestartPolicy.pause_s, metavar="SECONDS",
+                   help=f"the pause before such a start (default {RestartPolicy.pause_s:g})")
     args = p.parse_args(argv)
     outputs = []
     for output in args.output:
@@ -59,6 +66,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"one output per format: {args.output}")
     if any(fmt == "iceberg" for fmt, _ in outputs) != (args.iceberg_catalog is not None):
         p.error("--iceberg-catalog goes with an iceberg output, and only with it")
+    if args.restarts < 0 or args.restart_pause < 0:
+        p.error(f"--restarts and --restart-pause take a number >= 0, not {args.restarts} and {args.restart_pause}")
     args.outputs = outputs
     return args
 
@@ -82,30 +91,25 @@ def main(argv: list[str] | None = None) -> int:
     catalog = (IcebergCatalog(args.iceberg_catalog_name, json.loads(args.iceberg_catalog))
                if args.iceberg_catalog else None)
     s3 = S3Settings(endpoint=args.s3_endpoint, path_style=True) if args.s3_endpoint else None
-    landed = reader.load(args.landing)
 
     def start(fmt: str, table: str) -> Any:
         checkpoint = args.checkpoint if len(args.outputs) == 1 else f"{args.checkpoint}/{fmt}"
-        return write_stream(landed, fmt, table, checkpoint, trigger, query_name=f"kclmp_landing_{fmt}",
-                            iceberg=catalog, s3=s3)
+        return write_stream(reader.load(args.landing), fmt, table, checkpoint, trigger,
+                            query_name=f"kclmp_landing_{fmt}", iceberg=catalog, s3=s3)
 
     # availableNow: one output after another (PySpark 4.3 fails a replayed batch's task with
     # java.io.OptionalDataException when several Python-source queries run it at once); a
     # stream: all at once
-    queries: list[Any] = []
+    queries = Queries({fmt: partial(start, fmt, table) for fmt, table in args.outputs},
+                      RestartPolicy(args.restarts, args.restart_pause))
     try:
         if args.available_now:
-            for fmt, table in args.outputs:
-                queries.append(start(fmt, table))
-                queries[-1].awaitTermination()
+            queries.run_one_by_one()
         else:
-            queries = [start(fmt, table) for fmt, table in args.outputs]
-            for query in queries:
-                query.awaitTermination()
+            queries.run_together(spark.streams.awaitAnyTermination, spark.streams.resetTerminated)
     finally:
-        for query in queries:
-            query.stop()
-    for query in queries:
+        queries.stop()
+    for query in queries.finished.values():
         rows = sum(p.get("numInputRows", 0) for p in query.recentProgress)
         print(f"{query.name}: {len(query.recentProgress)} micro-batches, {rows} rows", file=sys.stderr)
     return 0

@@ -2,7 +2,9 @@
 producer running the whole time, real amazon_kclpy children.
 
 They start a few seconds apart and must settle at 6/5/5 of 16 shards through graceful
-handoffs that re-deliver nothing; one is then SIGKILLed and the other two must hold all
+handoffs that re-deliver nothing (a lease that expires instead, its holder starved by a loaded
+machine, is taken as the KCL takes it, re-delivering what was not checkpointed: the test
+names those moves and allows their shards' duplicates); one is then SIGKILLed and the other two must hold all
 16 within failoverTimeMillis + one take interval. A monitor polls the lease table the
 whole time: no checkpoint may ever go backwards. At the end every record put was
 delivered at least once, and duplicates exist only on shards the killed host held.
@@ -15,6 +17,7 @@ or writes the rows, and they come out byte for byte as they went in.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections import Counter
@@ -41,12 +44,24 @@ from ..support.harness import (
 pytestmark = pytest.mark.integration
 
 SHARDS = 16
-FAILOVER_MS = 3000
+FAILOVER_MS = 4000
 TAKE_INTERVAL_S = 2 * (FAILOVER_MS + 25) / 1000.0
+TAKEN_FROM_A_HOST = re.compile(r"took lease (\S+) \(?from (host-\w)(?:\)|.*?\((.*)\))")
 
 
 def _deliveries(out: Path) -> Counter:
     return Counter((e["_shard"], e["seq"], e["sub"]) for e in records_only(recorded(out)))
+
+
+def _taken_without_handoff(hosts: dict[str, Daemon]) -> dict[str, str]:
+    """Shards one host took from another without a graceful handoff, each with why: its lease
+    expired (the holder, starved on a loaded machine, renewed too late) or the handoff was
+    forced. Those re-deliver what was not checkpointed, as the KCL does; a handoff never does."""
+    taken: dict[str, str] = {}
+    for name, daemon in hosts.items():
+        for match in TAKEN_FROM_A_HOST.finditer(daemon.output()):
+            taken[match[1]] = f"{name} took it from {match[2]}: {match[3] or 'expired'}"
+    return taken
 
 
 def test_three_hosts_balance_fail_over_and_deliver_everything(tmp_path, kinesis, dynamodb, moto_url, unique_name,
@@ -80,7 +95,11 @@ def test_three_hosts_balance_fail_over_and_deliver_everything(tmp_path, kinesis,
         before_kill = _deliveries(out)
         assert before_kill, "nothing delivered before the kill"
         redelivered = [k for k, n in before_kill.items() if n > 1]
-        assert not redelivered, f"planned rebalances re-delivered {len(redelivered)} records, e.g. {redelivered[:3]}"
+        not_handed = _taken_without_handoff(hosts)
+        if not_handed:
+            print(f"leases moved without a handoff before the kill: {not_handed}")
+        by_handoff = [k for k in redelivered if k[0] not in not_handed]
+        assert not by_handoff, f"planned rebalances re-delivered {len(by_handoff)} records, e.g. {by_handoff[:3]}"
 
         with monitor.lock:
             victim_shards = {k for k, lease in monitor.latest.items() if lease.owner == "host-c"}
@@ -115,11 +134,12 @@ def test_three_hosts_balance_fail_over_and_deliver_everything(tmp_path, kinesis,
     put_keys = {(p.shard_id, p.sequence_number, p.sub_sequence_number) for p in producer.puts}
     assert put_keys <= set(deliveries), f"{len(put_keys - set(deliveries))} records never delivered"
     duplicated_shards = {shard for (shard, _, _), n in deliveries.items() if n > 1}
-    assert duplicated_shards <= victim_shards, (duplicated_shards, victim_shards)
+    assert duplicated_shards <= victim_shards | set(not_handed), (duplicated_shards, victim_shards, not_handed)
     entries = recorded(out)
     refused = [e for e in entries if e.get("event") == "checkpoint" and e["error"]]
     print(f"{len(put_keys)} records put, {sum(deliveries.values())} deliveries, "
-          f"{sum(n - 1 for n in deliveries.values())} re-deliveries (all on host-c's {len(victim_shards)} shards), "
+          f"{sum(n - 1 for n in deliveries.values())} re-deliveries (on host-c's {len(victim_shards)} shards and "
+          f"{len(not_handed)} moved without a handoff), "
           f"{len(refused)} refused checkpoints")
     assert "asked host-a to hand lease" in hosts["host-b"].output()
     for daemon in hosts.values():

@@ -75,7 +75,9 @@ MOVE_SLACK_S = 2.0  # a leader's log line against the lease monitor's sighting (
 KCL_VERSIONS = (DEFAULT_VERSION,)
 
 
-@pytest.fixture(scope="module", params=KCL_VERSIONS)
+# Session-scoped: the scenario runs to its end and leaves only its findings, so nothing stays
+# up; under pytest-xdist a module-scoped one ran twice (207 s and 203 s in CI's parallel phase).
+@pytest.fixture(scope="session", params=KCL_VERSIONS)
 def fleet(request, tmp_path_factory) -> Findings:
     return run_scenario("full", tmp_path_factory.mktemp("kcl3") / "full", timeout=300, version=request.param)
 

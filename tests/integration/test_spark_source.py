@@ -5,6 +5,7 @@ cleanSource the files at or below the committed offsets are gone within two batc
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -62,7 +63,21 @@ def test_an_idle_trigger_lists_a_page_per_shard(moto_url, unique_name):
     print(f"first trigger over {shards * per_shard} files: {first}; idle: {dict(calls)}")
 
 
+def late_first_source_worker(tmp_path: Path) -> dict[str, str]:
+    """A PYSPARK_PYTHON whose first Python streaming-source worker starts 12 s late: past Spark's
+    fixed 10 s for it to connect back, as on a loaded host (the query fails to start)."""
+    wrapper = tmp_path / "late-python"
+    wrapper.write_text(f"""#!/bin/sh
+case "$*" in *python_streaming_source_runner*) mkdir "{tmp_path / 'late-once'}" 2>/dev/null && sleep 12;; esac
+exec {sys.executable} "$@"
+""")
+    wrapper.chmod(0o755)
+    return {"PYSPARK_PYTHON": str(wrapper)}
+
+
 def test_available_now_caps_batches_and_clean_source_deletes_within_two_batches(tmp_path: Path):
+    """The second run also survives a source worker that does not connect back in time: the job
+    starts the query again from its checkpoint and finishes."""
     landing, table, checkpoint = tmp_path / "landing", tmp_path / "table", tmp_path / "checkpoint"
     storage = Storage(str(landing))
     ids = land_chains(storage, "orders", 2, 4)
@@ -75,7 +90,10 @@ def test_available_now_caps_batches_and_clean_source_deletes_within_two_batches(
     # commit(end) lags a batch: after batch N ran, the files at or below batch N-1's end are gone.
     assert_cleaned(landing, log[len(log) - 2])
     land(storage, "orders", "shardId-000000000000", [((2000, 0), ids)], (1011, 0), "more")
-    Job(tmp_path / "job-2.log", *args).wait(300)
+    Job(tmp_path / "job-2.log", *args, "--restart-pause", "1", env=late_first_source_worker(tmp_path)).wait(300)
+    said = [line for line in (tmp_path / "job-2.log").read_text().splitlines() if "kcl_mp.spark.job:" in line]
+    assert len(said) == 1 and "Python worker failed to connect back" in said[0], said
+    assert "starting it again from its checkpoint in 1 s (try 1 of 3)" in said[0], said
     log = offsets(checkpoint)
     assert_cleaned(landing, log[3])  # batch 3's files went once batch 4 ran (batch 4's stay until the next)
     remaining = {name: [parse_name(p.name) for p in paths] for name, paths in landed_files(landing).items()}

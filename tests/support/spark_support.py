@@ -28,11 +28,11 @@ SPARK_ENV = local_spark_env()
 class Job:
     """``python -m kcl_mp.spark.job`` in its own process group, its output in a file."""
 
-    def __init__(self, log: Path, *args: str):
+    def __init__(self, log: Path, *args: str, env: dict[str, str] | None = None):
         self.log = log
         with open(log, "ab") as out:
             self.process = subprocess.Popen([sys.executable, "-m", "kcl_mp.spark.job", *args], cwd=ROOT,
-                                            env={**os.environ, **SPARK_ENV}, stdin=subprocess.DEVNULL,
+                                            env={**os.environ, **SPARK_ENV, **(env or {})}, stdin=subprocess.DEVNULL,
                                             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill(self) -> None:

@@ -1,0 +1,118 @@
+"""The job's queries restarted from their checkpoints after failures (``kcl_mp.spark.queries``):
+which failures are retried, when the job gives up, and what it says."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from kcl_mp.spark.queries import Queries, RestartPolicy
+
+
+class Failure(Exception):
+    pass
+
+
+class FakeQuery:
+    """One start of a query: it ends with ``error`` (None: done) after reading ``rows``."""
+
+    def __init__(self, name: str, error: Exception | None, rows: int = 0):
+        self.name, self.error, self.isActive = name, error, False
+        self.recentProgress = [{"numInputRows": rows}] if rows else []
+        self.stopped = False
+
+    def awaitTermination(self) -> None:  # noqa: N802
+        if self.error is not None:
+            raise self.error
+
+    def exception(self) -> Exception | None:
+        return self.error
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def starts(name: str, outcomes: list[tuple[Exception | None, int]]) -> tuple[list[FakeQuery], object]:
+    made: list[FakeQuery] = []
+    pending: Iterator = iter(outcomes)
+
+    def start() -> FakeQuery:
+        error, rows = next(pending)
+        made.append(FakeQuery(name, error, rows))
+        return made[-1]
+
+    return made, start
+
+
+@pytest.mark.parametrize("outcomes, restarts, gives_up, starts_made", [
+    ([(None, 5)], 3, False, 1),                                        # ran to its end
+    ([(Failure("worker failed to connect back"), 0), (None, 5)], 3, False, 2),  # one passing failure
+    ([(Failure("a"), 0)] * 3 + [(None, 1)], 3, False, 4),             # three in a row: the last try
+    ([(Failure("a"), 0)] * 4, 3, True, 4),                             # a fourth in a row: given up
+    ([(Failure("a"), 0)], 0, True, 1),                                 # --restarts 0: fails at once
+    ([(Failure("a"), 0), (Failure("a"), 0), (Failure("a"), 9), (Failure("a"), 0), (None, 1)], 2, False, 5),
+    # a batch completed between resets the count
+])
+@pytest.mark.parametrize("together", [False, True])
+def test_restarts(outcomes, restarts, gives_up, starts_made, together):
+    said: list[str] = []
+    pauses: list[float] = []
+    made, start = starts("parquet", outcomes)
+    queries = Queries({"parquet": start}, RestartPolicy(restarts, 2.0), sleep=pauses.append, say=said.append)
+    run = (lambda: queries.run_together(lambda: None, lambda: None)) if together else queries.run_one_by_one
+    if gives_up:
+        with pytest.raises(Failure):
+            run()
+        assert "giving up (a)" in said[-1]
+    else:
+        run()
+        assert queries.finished["parquet"] is made[-1]
+    assert len(made) == starts_made
+    assert pauses == [2.0] * (starts_made - 1)
+    assert all("starting it again from its checkpoint in 2 s" in line for line in said[:starts_made - 1])
+
+
+def test_one_query_given_up_stops_the_others_and_names_itself():
+    said: list[str] = []
+    _, failing = starts("delta", [(Failure("S3 said 503\nstack..."), 0)] * 2)
+    running = FakeQuery("iceberg", None)
+    running.isActive = True
+    queries = Queries({"delta": failing, "iceberg": lambda: running}, RestartPolicy(1, 0.0),
+                      sleep=lambda _: None, say=said.append)
+    with pytest.raises(Failure):
+        try:
+            queries.run_together(lambda: None, lambda: None)
+        finally:
+            queries.stop()
+    assert running.stopped
+    assert said == ["query delta failed (S3 said 503); starting it again from its checkpoint in 0 s (try 1 of 1)",
+                    "query delta failed 2 times without completing a batch between: giving up (S3 said 503)"]
+
+
+def test_policy_refuses_negative_numbers():
+    with pytest.raises(ValueError, match="restarts"):
+        RestartPolicy(-1, 1.0)
+
+
+def test_a_start_that_raises_is_tried_again_then_given_up():
+    said: list[str] = []
+    tries: list[int] = []
+
+    def start() -> FakeQuery:
+        tries.append(1)
+        if len(tries) < 3:
+            raise Failure("Python worker failed to connect back.")
+        return FakeQuery("kclmp_landing_delta", None, 3)
+
+    queries = Queries({"delta": start}, RestartPolicy(2, 0.5), sleep=lambda _: None, say=said.append)
+    queries.run_one_by_one()
+    assert len(tries) == 3 and queries.finished["delta"].name == "kclmp_landing_delta"
+    assert said[0] == ("query delta failed (Python worker failed to connect back.); starting it again from its "
+                       "checkpoint in 0.5 s (try 1 of 2)")
+    tries.clear()
+    with pytest.raises(Failure):
+        Queries({"delta": start}, RestartPolicy(1, 0.0), sleep=lambda _: None, say=said.append).run_together(
+            lambda: None, lambda: None)
+    assert said[-1] == ("query delta failed 2 times without completing a batch between: giving up "
+                        "(Python worker failed to connect back.)")
