@@ -115,7 +115,7 @@ PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
 ## test: the lint, then every test (PARALLEL=4 at a time, the timing tests alone, the two fault runs side by side)
 test: lint $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS) $(JAVA_PEERS)
-	$(PYTEST) -m "not timing and not paired" -n $(PARALLEL) --dist loadgroup --no-loadscope-reorder $(if $(JUNIT),--junitxml=$(JUNIT)/parallel.xml) $(PYTEST_ARGS)
+	$(PYTEST) -m "not timing and not paired" -n $(PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/parallel.xml) $(PYTEST_ARGS)
 	$(PYTEST) -m timing $(if $(JUNIT),--junitxml=$(JUNIT)/timing.xml) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(PYTEST) -m paired -n 2 $(if $(JUNIT),--junitxml=$(JUNIT)/paired.xml) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 

@@ -31,24 +31,16 @@ os.environ["JDK_JAVA_OPTIONS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 JAVA_B = frozenset({"test_mixed_fleet.py", "test_dynamodb_streams_java_adapter.py", "test_multi_stream_java.py"})
 
 
-GROUP_ORDER = ("spark", "java", "java-b")  # the longest first: xdist hands out work in collection order
-
-
 def pytest_collection_modifyitems(items):
     """Under pytest-xdist (`make test`), the Java peers' tests run one after another in two
     groups and Spark's in a third, so at most two Java fleets run at once (once started they
-    mostly wait on their lease timers) and one Spark job, never two Spark jobs. The groups
-    (the longest work units, 4-11 minutes) come first in the collection, so no worker is left
-    with one of them while the others have finished."""
-    groups: dict[int, str] = {}
+    mostly wait on their lease timers) and one Spark job, never two Spark jobs."""
     for item in items:
         for kind in ("java", "spark"):
             if item.get_closest_marker(kind):
                 group = "java-b" if kind == "java" and item.path.name in JAVA_B else kind
                 item.add_marker(pytest.mark.xdist_group(group))
-                groups[id(item)] = group
                 break
-    items.sort(key=lambda item: GROUP_ORDER.index(groups[id(item)]) if id(item) in groups else len(GROUP_ORDER))
 
 
 @pytest.fixture(scope="session")
