@@ -31,6 +31,7 @@ os.environ["JDK_JAVA_OPTIONS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 JAVA_B = frozenset({"test_mixed_fleet.py", "test_dynamodb_streams_java_adapter.py", "test_multi_stream_java.py"})
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the node ids
 def pytest_collection_modifyitems(items):
     """Under pytest-xdist (`make test`), the Java peers' tests run one after another in two
     groups and Spark's in a third, so at most two Java fleets run at once (once started they
