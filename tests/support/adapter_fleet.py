@@ -67,8 +67,10 @@ KCLMP = ("kclmp-a", "kclmp-b")
 REPORT_MS = 5000  # worker metrics written every 5 s (Java's default 30 s): a stopped host is gone after 10 s
 BALANCE_BOUND_S = 60.0  # from the Java worker's start to a spread of at most one
 # from a kcl-mp host's start to the spread the Java leader's rounds make (45 s measured with the
-# machine busy; the reason it takes longer than the other order is not established)
-JAVA_LED_BOUND_S = 90.0
+# machine busy; the reason it takes longer than the other order is not established). A loaded CI
+# run went past 90 s: every worker here reports the one host's CPU, so Java's utilization rule
+# sees no worker above the others, and the lock passed to kclmp-a, which spread 3..5 just after
+JAVA_LED_BOUND_S = 150.0
 TABLES = {APP: "leaseKey", f"{APP}-CoordinatorState": "key", f"{APP}-WorkerMetricStats": "wid"}
 
 
