@@ -106,7 +106,6 @@ class Queries:
         if error is None:
             self.finished[name] = query
             return
-        self.finished[name] = query  # its figures, should this be its last try
         self._failed(name, query.name or name, error, completed_a_batch(query))
         self._start(name)
 

@@ -22,7 +22,10 @@ from kcl_mp.spark.storage import Storage
 
 from .harness import ROOT
 
-SPARK_ENV = local_spark_env()
+# KCLMP_SPARK_PYTHON: run the job (and its Python workers) on another interpreter, e.g. a venv
+# with a cluster's PySpark and the kcl-mp wheel installed, instead of this checkout's.
+JOB_PYTHON = os.environ.get("KCLMP_SPARK_PYTHON", sys.executable)
+SPARK_ENV = local_spark_env(JOB_PYTHON)
 
 
 class Job:
@@ -31,7 +34,7 @@ class Job:
     def __init__(self, log: Path, *args: str, env: dict[str, str] | None = None):
         self.log = log
         with open(log, "ab") as out:
-            self.process = subprocess.Popen([sys.executable, "-m", "kcl_mp.spark.job", *args], cwd=ROOT,
+            self.process = subprocess.Popen([JOB_PYTHON, "-m", "kcl_mp.spark.job", *args], cwd=ROOT if JOB_PYTHON == sys.executable else log.parent,
                                             env={**os.environ, **SPARK_ENV, **(env or {})}, stdin=subprocess.DEVNULL,
                                             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
