@@ -5,6 +5,7 @@ within Spark's fixed 10 s (``PythonWorkerFactory``) on a loaded host, a throttle
 unreachable S3. A restart from the checkpoint replays the batch that was in flight, exactly
 once, as after a kill. A query that keeps failing without a completed batch between is given up
 after ``restarts`` tries: the job then stops the other queries and fails with that query's error.
+A missing module is given up at once: no restart installs it.
 """
 
 from __future__ import annotations
@@ -38,6 +39,44 @@ class RestartPolicy:
     def __post_init__(self) -> None:
         if self.restarts < 0 or self.pause_s < 0:
             raise ValueError(f"restarts and pause_s must be >= 0: {self}")
+
+
+TRACEBACK = "Traceback (most recent call last):"
+LASTING = frozenset({"ImportError", "ModuleNotFoundError", "NotInstalledError"})  # no restart installs a module
+
+
+def cause(error: BaseException) -> str:
+    """What a failure's text says in one line: the exception line of its last Python traceback
+    (a ``foreachBatch`` function's error comes wrapped by py4j), else its first line.
+
+    >>> cause(RuntimeError("An exception was raised by the Python Proxy. Return Message: Traceback "
+    ...     "(most recent call last):\\n  File \\"x.py\\", line 1, in f\\n    import sqlalchemy\\n"
+    ...     "ModuleNotFoundError: No module named 'sqlalchemy'\\n\\n=== Streaming Query ==="))
+    "ModuleNotFoundError: No module named 'sqlalchemy'"
+    >>> cause(RuntimeError("Python worker failed to connect back.\\nat ..."))
+    'Python worker failed to connect back.'
+    """
+    text = str(error).strip()
+    if not text:
+        return type(error).__name__
+    lines = text.splitlines()
+    if TRACEBACK in text:
+        after = text.rsplit(TRACEBACK, 1)[1].splitlines()[1:]
+        lines = [line for line in after if line.strip() and not line[0].isspace()] or lines
+    return lines[0][:500]
+
+
+def lasting(error: BaseException) -> bool:
+    """Whether a failure is one a restart cannot mend: a missing module, raised here or in the
+    last Python traceback of its text.
+
+    >>> lasting(RuntimeError("Traceback (most recent call last):\\nModuleNotFoundError: x"))
+    True
+    >>> lasting(ModuleNotFoundError("x")), lasting(RuntimeError("Python worker failed"))
+    (True, False)
+    """
+    named = cause(error).split(":", 1)[0].rsplit(".", 1)[-1]
+    return type(error).__name__ in LASTING or named in LASTING
 
 
 def completed_a_batch(query: Query) -> bool:
@@ -113,12 +152,14 @@ class Queries:
         """Count a failure of ``name``'s query (``label`` in what is said): pause before the next
         try, or raise ``error``."""
         self.failures[name] = 1 if progressed else self.failures[name] + 1
-        text = str(error).strip()
-        cause = text.splitlines()[0][:500] if text else type(error).__name__
+        summary = cause(error)
+        if lasting(error):
+            self.say(f"query {label} failed ({summary}): a restart cannot mend this; giving up")
+            raise error
         if self.failures[name] > self.policy.restarts:
             self.say(f"query {label} failed {self.failures[name]} times without completing a batch between: "
-                     f"giving up ({cause})")
+                     f"giving up ({summary})")
             raise error
-        self.say(f"query {label} failed ({cause}); starting it again from its checkpoint in "
+        self.say(f"query {label} failed ({summary}); starting it again from its checkpoint in "
                  f"{self.policy.pause_s:g} s (try {self.failures[name]} of {self.policy.restarts})")
         self.sleep(self.policy.pause_s)

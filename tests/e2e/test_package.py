@@ -165,7 +165,8 @@ PIP_CACHE = Path.home() / ".cache" / "kcl-mp" / "pip"  # PySpark is a 400 MB sdi
 def test_the_spark_extra_leaves_the_clusters_pyspark_in_place(tmp_path):
     """A fresh venv with an older PySpark already installed, as on a cluster: ``pip install
     <wheel>[spark]`` (from PyPI, through a cache kept in .cache/pip) brings the table-format
-    libraries and leaves that PySpark as it was; ``kcl_mp.spark`` imports."""
+    libraries (SQLAlchemy for pyiceberg's SQL catalog among them) and leaves that PySpark as it
+    was; ``kcl_mp.spark`` imports."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     wheel = build_wheel(tmp_path)
     venv = tmp_path / "venv"
@@ -174,7 +175,7 @@ def test_the_spark_extra_leaves_the_clusters_pyspark_in_place(tmp_path):
     run([*pip, "install", f"pyspark=={OLDER_PYSPARK}"], tmp_path, env, timeout=600)
     run([*pip, "install", f"{wheel}[spark]"], tmp_path, env, timeout=600)
     versions = run([str(venv / "bin" / "python"), "-c",
-                    "import importlib.metadata as m, kcl_mp.spark.tables, deltalake, pyiceberg\n"
+                    "import importlib.metadata as m, kcl_mp.spark.tables, deltalake, pyiceberg.catalog.sql\n"
                     "print(m.version('pyspark'), m.version('kcl-mp'))"], tmp_path, env).stdout.split()
     assert versions == [OLDER_PYSPARK, kcl_mp.__version__], versions
 

@@ -116,3 +116,48 @@ def test_a_start_that_raises_is_tried_again_then_given_up():
             lambda: None, lambda: None)
     assert said[-1] == ("query delta failed 2 times without completing a batch between: giving up "
                         "(Python worker failed to connect back.)")
+
+
+PROXY = ("An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):\n"
+         '  File "/x/py4j/clientserver.py", line 617, in _call_proxy\n    return_value = getattr(...)\n'
+         "Traceback (most recent call last):\n"
+         '  File "/x/kcl_mp/spark/tables.py", line 237, in write\n    store = load_catalog(...)\n'
+         "ModuleNotFoundError: No module named 'sqlalchemy'\n\n"
+         "=== Streaming Query ===\nIdentifier: kclmp_landing_iceberg [id = 1]")
+
+
+@pytest.mark.parametrize("text, summary, lasting", [
+    (PROXY, "ModuleNotFoundError: No module named 'sqlalchemy'", True),
+    ("Python worker failed to connect back.\n\tat org.apache...", "Python worker failed to connect back.", False),
+    ("Traceback (most recent call last):\n  File \"t.py\", line 1\n"
+     "pyiceberg.exceptions.NotInstalledError: SQLAlchemy support not installed: pip install 'pyiceberg[sql-sqlite]'",
+     "pyiceberg.exceptions.NotInstalledError: SQLAlchemy support not installed: pip install 'pyiceberg[sql-sqlite]'",
+     True),
+    ("Traceback (most recent call last):\n  File \"t.py\", line 1\nOSError: S3 said 503", "OSError: S3 said 503", False),
+    ("", "Failure", False),
+])
+def test_a_failure_is_said_by_its_python_exception_and_a_missing_module_is_not_retried(text, summary, lasting):
+    said: list[str] = []
+    pauses: list[float] = []
+    made, start = starts("iceberg", [(Failure(text), 0), (None, 1)])
+    queries = Queries({"iceberg": start}, RestartPolicy(3, 1.0), sleep=pauses.append, say=said.append)
+    if lasting:
+        with pytest.raises(Failure):
+            queries.run_one_by_one()
+        assert said == [f"query iceberg failed ({summary}): a restart cannot mend this; giving up"]
+        assert len(made) == 1 and pauses == []
+    else:
+        queries.run_one_by_one()
+        assert said[0].startswith(f"query iceberg failed ({summary}); starting it again")
+        assert len(made) == 2
+
+
+def test_a_start_that_cannot_import_is_given_up_at_once():
+    said: list[str] = []
+
+    def start() -> FakeQuery:
+        raise ModuleNotFoundError("No module named 'sqlalchemy'")
+
+    with pytest.raises(ModuleNotFoundError):
+        Queries({"iceberg": start}, RestartPolicy(3, 1.0), sleep=lambda s: None, say=said.append).run_one_by_one()
+    assert said == ["query iceberg failed (No module named 'sqlalchemy'): a restart cannot mend this; giving up"]
