@@ -3,8 +3,9 @@
 Text lines read ``time level worker=... shard=... message``; ``--log-format json`` writes
 one JSON object a line (``ts, level, logger, worker, shard, pid, msg``), and on the lines
 that record a change of a lease's holder, ``event`` (a ``LeaseEvent``'s stable name),
-``lease`` (its key) and, for a leader's moves, ``to`` and ``from``: what a program reading the
-log keys on, where the message is prose.
+``lease`` (its key) and ``from`` (who held it before a take, a steal or a forced handoff) or,
+for a leader's moves, ``to`` and ``from``; a 2.x taker's round has ``taker_plan``
+(``taker_event``): what a program reading the log keys on, where the message is prose.
 
 No credentials in logs: kcl-mp never formats them into a message, and as a second line of
 defence every line is scrubbed of every credential this process knows: the AWS keys in its
@@ -222,6 +223,17 @@ def lease_event(event: LeaseEvent, key: str, **fields: str | None) -> dict[str, 
     """The ``extra`` of a log call recording ``event`` for lease ``key`` (``fields``: more
     JSON fields, e.g. a leader's ``to``)."""
     return {"event": event.value, "lease": key, "event_fields": fields}
+
+
+TAKER_PLAN = "taker_plan"  # a 2.x taker's round that takes or steals (``taker_event``)
+
+
+def taker_event(leases: int, workers: int, target: int, take: tuple[str, ...],
+                steal: tuple[str, ...]) -> dict[str, Any]:
+    """The ``extra`` of a 2.x taker's line: the unfinished leases it counted, the live workers,
+    its target, and the keys it chose to take and steal."""
+    return {"event": TAKER_PLAN, "event_fields": {"leases": leases, "workers": workers, "target": target,
+                                                  "take": list(take), "steal": list(steal)}}
 
 
 class StreamEvent(str, Enum):

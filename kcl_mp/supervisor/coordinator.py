@@ -6,26 +6,9 @@ directions (``handoffs``), and keeps the table in step with the stream's shards 
 holds). It never touches processes: it reports what changed and the supervisor starts,
 stops or warns the shards' drivers accordingly.
 
-A steal is a handoff, so a planned rebalance re-delivers nothing::
-
-    thief: handoff_start          leaseOwner = thief, checkpointOwner = owner
-    owner: next renewal sees it   -> its processor gets shutdownRequested, checkpoints
-    owner: handoff_finish         REMOVE checkpointOwner, counter + 1
-    thief: next renewal sees it   -> starts its processor from that checkpoint
-
-Only leases whose owner has shown it processes them are stolen (``balance.is_started``):
-the Java KCL 3.1.3 never answers a handoff asked while its shard consumer is still
-waiting on parent shards. A lease at SHARD_END is never asked for nor taken (the table's
-conditions refuse it too); a handoff whose lease reaches SHARD_END meanwhile is dropped.
-
-Bounds: the owner finishes at the latest gracefulLeaseHandoffTimeoutMillis after it saw
-the request (a processor that does not answer loses its lease the hard way); the thief
-takes the lease by force once that timeout has passed, as soon as the owner stopped
-renewing for failoverTimeMillis (it died mid-handoff), or, for a lease never seen
-checkpointing under that owner, once failoverTimeMillis has passed since the request and
-the owner renewed it twice meanwhile, without a checkpoint or the handover (it saw the
-request and is not answering: what a Java worker whose consumer had not started does).
-With isGracefulLeaseHandoffEnabled false, a steal is a plain take, as in KCL 2.x.
+A steal is a handoff (``handoffs`` tells the exchange and its bounds), so a planned rebalance
+re-delivers nothing; with isGracefulLeaseHandoffEnabled false it is a plain take, as in KCL 2.x.
+Which leases to take or steal, and a 3.x follower's rescue, are the ``taker``'s.
 """
 
 from __future__ import annotations
@@ -33,7 +16,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from kcl_mp.config import Config
@@ -42,7 +25,7 @@ from kcl_mp.errors import DependencyError
 from kcl_mp.fleet.discovery import OwnerIndexDiscovery
 from kcl_mp.fleet.leader import UNREADABLE
 from kcl_mp.fleet.role import FleetRole
-from kcl_mp.leases import balance, cost, shard_sync
+from kcl_mp.leases import cost, shard_sync
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.multi_stream import split_key
 from kcl_mp.leases.renewer import Renewer
@@ -54,6 +37,7 @@ from kcl_mp.logs import LeaseEvent, ShardLog, lease_event
 from kcl_mp.metrics.catalogue import Recorder
 from kcl_mp.sequence import SHARD_END, ExtendedSequenceNumber
 from kcl_mp.supervisor.handoffs import Handoffs, Incoming
+from kcl_mp.supervisor.taker import Taker
 
 GIVE_UP_COOLDOWN_S = 60.0
 
@@ -87,11 +71,7 @@ class LeaseCoordinator:
     clock: Callable[[], float]
     rng: random.Random
     held: dict[str, Held] = field(default_factory=dict)
-    observations: dict[str, balance.Observation] = field(default_factory=dict)
-    avoid: dict[str, float] = field(default_factory=dict)  # key -> until when this host does not take it
-    last_steal_at: float = float("-inf")
     metrics: Recorder = field(default_factory=lambda: Recorder(enabled=False))
-    figures: balance.FleetFigures | None = None  # the fleet as the last scan saw it
     renewals: LeaseTable | None = None  # through the renewals' own client (renewer.renewal_table); None: table
     wall: Callable[[], float] = time.time
 
@@ -109,6 +89,8 @@ class LeaseCoordinator:
             self.config, self.table, self.kinesis, self.log, self.view)
         self.draining: frozenset[str] = frozenset()  # streams that left the list: nobody takes or assigns them
         self.handoffs = Handoffs(self.config, self.table, self.log, self.clock, self.metrics)
+        self.taker = Taker(self.config, self.log, self.clock, self.rng, self.metrics, self.handoffs, self.view,
+                           self._take)
 
     def record_bytes(self, key: str, nbytes: int) -> None:
         """Bytes a shard's driver handed its processor: the lease's throughputKBps (KCL 3.x)."""
@@ -256,49 +238,13 @@ class LeaseCoordinator:
                                   "assigned by the leader", taken)
             return tuple(key for key in self.held if key not in before)
         self.fleet.monitor_flip(leases)
-        now = self.clock()
-        self.observations = balance.observe(self.observations, leases.values(), now)
-        may_steal = now - self.last_steal_at >= self.config.lease.take_interval_s
-        plan = balance.plan_leases(self.me, leases, self.observations, now, self.config.lease, self.rng,
-                                   may_steal=may_steal)
-        self.view.live_workers = plan.live_workers
-        if may_steal and not plan.deferred:  # steals put off until leases start: try again next scan
-            self.last_steal_at = now
-        self.avoid = {key: until for key, until in self.avoid.items() if until > now}
-        if self.avoid:  # leases whose processor kept failing here: another host should try them
-            plan = replace(plan, take=tuple(k for k in plan.take if k not in self.avoid),
-                           steal=tuple(k for k in plan.steal if k not in self.avoid))
-        if plan.take or plan.steal:
-            self.log.info("taker: %s", plan.reason)
-        self.metrics.add("leases_taken", 0)  # a sample every scan, as Java's; each take adds 1
-        self.metrics.add("leases_stolen", 0)
-        acquired = [key for key in plan.take
-                    if self._take(leases[key], f"took lease {key} (from {leases[key].owner or 'nobody'})")]
-        for key in plan.steal:
-            if self.config.lease.graceful_lease_handoff_enabled:
-                seen = self.observations.get(key)
-                if self.handoffs.ask(leases[key], seen is not None and seen.checkpointed):
-                    self.metrics.add("leases_stolen", 1)
-            elif self._take(leases[key], f"stole lease {key} from {leases[key].owner}", LeaseEvent.STOLEN):
-                self.metrics.add("leases_stolen", 1)
-                acquired.append(key)
-        if self.metrics.enabled:
-            self._record_fleet(leases, acquired, sum(1 for key in acquired if key in plan.take), now)
-        return tuple(acquired)
+        return self.taker.round(leases, lambda key: self.held[key].lease)
 
     def _rescue(self, leases: Mapping[str, Lease]) -> None:
-        """A 3.x follower whose leader cannot be replaced soon takes what lies abandoned (fleet/role.py's docstring)."""
-        now = self.clock()
-        self.observations = balance.observe(self.observations, leases.values(), now)
-        after_s = self.fleet.rescue_after_s
-        plan = balance.plan_rescue(self.me, leases, self.observations, now, self.config.lease, after_s, self.rng)
         lock = self.fleet.election.last_read if self.fleet.election else None
         leader = ("nobody (the leader lock cannot be read)" if lock is UNREADABLE else
                   f"{lock.owner}, whose lock lasts {lock.lease_duration_ms / 1000:.0f} s," if lock else "the leader")
-        for key in plan.take:
-            if self.avoid.get(key, now) <= now:
-                self._take(leases[key], f"took lease {key} (from {leases[key].owner or 'nobody'}: nobody renewed or "
-                           f"assigned it for {after_s:.0f} s and {leader} has not reassigned it)", LeaseEvent.RESCUED)
+        self.taker.rescue(leases, self.fleet.rescue_after_s, leader)
 
     def _index_follower(self) -> bool:
         """A 3.x follower whose lease table has an ACTIVE lease-owner index (``discovery``), and
@@ -363,20 +309,6 @@ class LeaseCoordinator:
             return True
         return self.fleet.is_leader() and self.scanned_all
 
-    def _record_fleet(self, found: Mapping[str, Lease], acquired: list[str], taken_expired: int, now: float) -> None:
-        """The fleet view (``self.figures``, the Prometheus gauges) is what the scan left, with
-        what it took counted as this worker's; CloudWatch gets the unclaimed leases it found
-        (Java's TakeLeases ExpiredLeases), those left plus the expired ones it took."""
-        left = {**found, **{key: self.held[key].lease for key in acquired}}
-        observations = balance.observe(self.observations, left.values(), now)
-        self.figures = fleet = balance.figures(self.me, left, observations, now, self.config.lease)
-        self.metrics.add("unclaimed_leases", fleet.unclaimed + taken_expired)
-        self.metrics.add("total_leases", fleet.total_leases)
-        self.metrics.add("total_shards", fleet.open_leases)
-        self.metrics.add("workers", len(fleet.worker_leases))
-        for worker, count in fleet.worker_leases.items():
-            self.metrics.add("worker_leases", count, worker)
-
     def _take(self, lease: Lease, what: str, event: LeaseEvent = LeaseEvent.TAKEN) -> bool:
         sent_at = self.clock()
         try:
@@ -387,7 +319,8 @@ class LeaseCoordinator:
         if taken is None:
             self.log.info("lease %s moved before it could be taken", lease.key)
             return False
-        self.log.info("%s, checkpoint %s", what, taken.checkpoint, extra=lease_event(event, lease.key))
+        self.log.info("%s, checkpoint %s", what, taken.checkpoint,
+                      extra=lease_event(event, lease.key, **{"from": lease.holder}))
         self.held[lease.key] = Held(taken, sent_at)
         self.metrics.add("leases_taken", 1)
         return True
@@ -405,7 +338,7 @@ class LeaseCoordinator:
         The write says so in the lease (``table.give_up``), so a 3.x leader, this host
         included, assigns it to another worker meanwhile, or leaves it unowned."""
         cooldown = max(GIVE_UP_COOLDOWN_S, 2 * self.config.lease.take_interval_s)
-        self.avoid[key] = self.clock() + cooldown
+        self.taker.avoid[key] = self.clock() + cooldown
         self.held.pop(key, None)
         self.metrics.add("leases_released", 1)
         try:

@@ -1,5 +1,26 @@
 """The KCL 3.x graceful handoff's writes and bookkeeping, both directions, for the lease
-coordinator (its docstring tells the exchange; ``leases.handoff`` judges the incoming side).
+coordinator (``leases.handoff`` judges the incoming side).
+
+A steal is a handoff, so a planned rebalance re-delivers nothing::
+
+    thief: handoff_start          leaseOwner = thief, checkpointOwner = owner
+    owner: next renewal sees it   -> its processor gets shutdownRequested, checkpoints
+    owner: handoff_finish         REMOVE checkpointOwner, counter + 1
+    thief: next renewal sees it   -> starts its processor from that checkpoint
+
+Only leases whose owner has shown it processes them are stolen (``balance.is_started``):
+the Java KCL 3.1.3 never answers a handoff asked while its shard consumer is still
+waiting on parent shards. A lease at SHARD_END is never asked for nor taken (the table's
+conditions refuse it too); a handoff whose lease reaches SHARD_END meanwhile is dropped.
+
+Bounds: the owner finishes at the latest gracefulLeaseHandoffTimeoutMillis after it saw
+the request (a processor that does not answer loses its lease the hard way); the thief
+takes the lease by force once that timeout has passed, as soon as the owner stopped
+renewing for failoverTimeMillis (it died mid-handoff), or, for a lease never seen
+checkpointing under that owner, once failoverTimeMillis has passed since the request and
+the owner renewed it twice meanwhile, without a checkpoint or the handover (it saw the
+request and is not answering: what a Java worker whose consumer had not started does).
+With isGracefulLeaseHandoffEnabled false, a steal is a plain take, as in KCL 2.x.
 
 Out: another worker asked for a lease this one holds (a renewal found it the owner): the
 processor is asked for a last checkpoint, then ``finish`` clears ``checkpointOwner``, or the

@@ -42,26 +42,20 @@ or a message from a pool process), handle what arrived, then do what is due:
 The messages to and from the pool processes are ``worker.channel``'s; the pool processes fork
 the processor children, so a start costs the supervisor one message.
 
-A shard read to its end: its driver sends its ChildShards, then gives the processor
-shardEnded; the supervisor records the children in the parent's lease and creates their
-leases as soon as it reads them (then scans, so they are taken at once). A host that dies
-in between leaves a finished lease whose children have no lease: the next audits of any host
-list the shards and create them (``shard_sync`` rule 3).
+A shard read to its end: its driver sends its ChildShards; the supervisor creates the
+children's leases at once (``shard_syncer``), then scans, so they are taken at once.
 
-Each step runs through ``steps``: an unexpected exception is logged with the step's name and
-its traceback, counted, and the loop goes on; a step failing five turns in a row stops the
-host gracefully with exit status 70 (EXIT_INTERNAL), and a failure of the stop itself still
-ends the pool processes (which would otherwise keep the exit waiting on their pipes) and
-exits 70. The rows of the lease table that are not leases are counted every scan and logged,
-bounded, when they change.
+Each step runs through ``steps`` (an unexpected exception costs one turn; five in a row stop
+the host with exit status 70); a failure of the stop itself still ends the pool processes
+(which would otherwise keep the exit waiting on their pipes) and exits 70. When each step is
+due is ``schedule``'s.
 
-Signal handlers only queue the signal. SIGTERM/SIGINT start the graceful stop: every
-shard's processor gets shutdownRequested and may checkpoint while the supervisor keeps
-renewing; then the leases are released (so another host takes them at once), the
-processors get leaseLost, and the process exits 0. A second signal skips the wait.
-During start-up (no lease processed yet) a signal ends it at once, whatever call is
-waiting or retrying, and the process exits 0. On every way out, start-up errors included,
-the metrics process is ended first: it waits on its pipe, and a Python exit waits for it.
+SIGTERM/SIGINT (queued by ``signals``) start the graceful stop: every shard's processor gets
+shutdownRequested and may checkpoint while the supervisor keeps renewing; then the leases are
+released (so another host takes them at once), the processors get leaseLost, and the process
+exits 0. A second signal skips the wait; during start-up a signal ends it at once (exit 0),
+whatever call is waiting or retrying. On every way out the metrics process is ended first:
+it waits on its pipe, and a Python exit waits for it.
 """
 
 from __future__ import annotations
@@ -90,6 +84,7 @@ from kcl_mp.sequence import ExtendedSequenceNumber
 from kcl_mp.supervisor.coordinator import LeaseCoordinator, Renewal
 from kcl_mp.supervisor.exits import Exits
 from kcl_mp.supervisor.reports import Reports
+from kcl_mp.supervisor.schedule import METRICS_EVERY_S, USAGE_LOG_S, Schedule
 from kcl_mp.supervisor.shard_life import CHECKPOINTED, TOLD_LOST, Event, ShardState
 from kcl_mp.supervisor.shards import RunningShard, Shards
 from kcl_mp.supervisor.signals import SignalQueue, StartupInterrupted
@@ -98,8 +93,6 @@ from kcl_mp.supervisor.steps import MAX_FAILURES, Steps
 from kcl_mp.supervisor.stream_changes import StreamChanges
 from kcl_mp.worker import channel
 
-USAGE_LOG_S = 60.0  # how often the processors' CPU and memory are logged
-METRICS_EVERY_S = 1.0  # how often the metrics process gets what was recorded
 LEASE_LOST_WAIT_S = 30.0  # how long a shard may take to finish after leaseLost
 
 
@@ -133,8 +126,8 @@ class Supervisor:
                                if self.config.streams else None)  # a multi-stream application's list, looked at again
         self.counters = self.exits.counters  # events an operator should see (the metrics issue publishes them)
         self.steps = Steps(self.log, self.metrics, self.counters)
-        self.due: dict[str, float] = {}
-        self.sync_failures = 0
+        self.schedule = Schedule(self.config.lease, self.progress_every_s)
+        self.due = self.schedule.due
         self.signals = SignalQueue()
         self.stopping = False
         self.quick = False  # a second signal: skip the wait for final checkpoints
@@ -173,11 +166,7 @@ class Supervisor:
         step = self.steps.run
         while not self.stopping:
             now = self.clock()
-            wake = min(due["renew"], due["scan"], due["sync"], due["parents"], now + 1.0)
-            if self.progress_every_s:
-                wake = min(wake, due["progress"])
-            if self.starts.more:
-                wake = now
+            wake = self.schedule.wake(now, self.starts.more)
             step("read", partial(self.wait, max(0.0, wake - now)))
             self.handle_signals()
             if self.stopping:
@@ -192,11 +181,10 @@ class Supervisor:
                 step("scan", self.leases.scan)
                 self.reports.note_other_rows(self.table.others)
                 due["scan"] = self.clock() + self.leases.scan_interval_s()
-            if now >= due["sync"] and not self.leases.runs_shard_sync():  # a 3.x follower: the leader syncs
-                due["sync"] = now + lease_settings.shard_sync_interval_ms / 1000.0
-            elif now >= due["sync"]:
+            if now >= due["sync"]:
                 due["sync"] = now + lease_settings.shard_sync_interval_ms / 1000.0  # unless the audit sets it
-                step("sync", lambda: self._after_sync(self.leases.sync.audit(), self.clock()))
+                if self.leases.runs_shard_sync():  # not a 3.x follower: the leader syncs
+                    step("sync", lambda: self._after_sync(self.leases.sync.audit(), self.clock()))
             if now >= due["parents"]:
                 step("parents", lambda: self.leases.sync.poll_parents(
                     sorted({p for parents in self.starts.waiting.values() for p in parents})))
@@ -260,11 +248,8 @@ class Supervisor:
         leases = list(found.leases)
         self.reports.note_other_rows(found.others)
         self.leases.last_seen = {lease.key: lease for lease in leases}
-        sync_interval_s = lease_settings.shard_sync_interval_ms / 1000.0
         now = self.clock()
-        self.due.update(renew=now + lease_settings.renew_interval_s, scan=now, sync=now + sync_interval_s,
-                        parents=now + lease_settings.parent_shard_poll_interval_ms / 1000.0, usage=now + USAGE_LOG_S,
-                        progress=now + (self.progress_every_s or 0), metrics=now, streams=now)
+        self.schedule.start(now)
         if not (lease_settings.skip_shard_sync_at_startup_if_leases_exist and leases):
             self._after_sync(self.leases.sync.sync_shards(self.leases.last_seen, "start-up"), now)
         self.leases.adopt_own_leases(leases)
@@ -275,17 +260,8 @@ class Supervisor:
         gc.freeze()
 
     def _after_sync(self, ok: bool, now: float) -> None:
-        """Next sync: on the cadence, or after listShardsBackoffTimeInMillis if it failed."""
-        settings = self.config.lease
-        self.sync_failures = 0 if ok else self.sync_failures + 1
-        if self.sync_failures and self.sync_failures <= settings.max_list_shards_retry_attempts:
-            self.due["sync"] = now + settings.list_shards_backoff_ms / 1000.0
-            return
-        if self.sync_failures:
-            self.log.error("shard sync failed %d times in a row; next try in shardSyncIntervalMillis",
-                           self.sync_failures)
-            self.sync_failures = 0
-        self.due["sync"] = now + settings.shard_sync_interval_ms / 1000.0
+        if failures := self.schedule.after_sync(ok, now):
+            self.log.error("shard sync failed %d times in a row; next try in shardSyncIntervalMillis", failures)
 
     def wait(self, timeout: float) -> None:
         ready = wait_for([self.signals.wake_fd] + self.shards.pools.connections(), timeout)
@@ -369,21 +345,19 @@ class Supervisor:
                 continue
             held = self.leases.held[key]
             streams = self.stream_changes
-            self.shards.start(key, held.lease.checkpoint or _fresh(self.config),
+            fresh = ExtendedSequenceNumber(self.config.initial_position.kind, 0)  # no checkpoint yet
+            self.shards.start(key, held.lease.checkpoint or fresh,
                               streams.consumer_of(key) if streams else self.consumer_arn, held.renewed_at,
                               streams.stream_of(key) if streams else None)
 
     def reap_workers(self) -> None:
-        ended, actions = self.shards.ended(self._lost_wait_s())
+        ended, actions = self.shards.ended((self.config.processor.timeout_s or 0) + LEASE_LOST_WAIT_S)
         for shard, message in actions:
             self._act(shard, message)
         for shard in ended:
             if self.exits.after_exit(shard, shard.exit_code, self.clock(), self.stopping):
                 self.exit_code = EXIT_CONFIG
                 self.stopping = True
-
-    def _lost_wait_s(self) -> float:
-        return (self.config.processor.timeout_s or 0) + LEASE_LOST_WAIT_S
 
     def ship_metrics(self) -> None:
         self.reports.ship_metrics(self.loop_lag_s, self.stopping)
@@ -423,7 +397,3 @@ class Supervisor:
         self.reports.stop_metrics()
         self.log.info("stopped")
         return self.exit_code
-
-def _fresh(config: Config) -> ExtendedSequenceNumber:
-    """A lease without a checkpoint starts at the configured initial position."""
-    return ExtendedSequenceNumber(config.initial_position.kind, 0)

@@ -53,13 +53,14 @@ class Reports:
         if self.metrics_link is None or not self.metrics_link.idle():
             return
         renewed = {key: held.renewed_at for key, held in self.leases.held.items()}
-        line = link.snapshot(renewed, self.shards.views(), self.leases.figures, loop_lag_s, self.clock(), stopping)
+        line = link.snapshot(renewed, self.shards.views(), self.leases.taker.figures, loop_lag_s, self.clock(),
+                             stopping)
         self.metrics_link.send(orjson.dumps({"samples": encode_samples(self.metrics.drain()), **line}) + b"\n")
 
     def show_progress(self, stopped: bool = False) -> None:
         now = self.clock()
         restarts_waiting = self.starts.restarts
-        avoid = {key: until - now for key, until in self.leases.avoid.items() if until > now}
+        avoid = {key: until - now for key, until in self.leases.taker.avoid.items() if until > now}
         keys = {*self.leases.held, *self.shards.active, *restarts_waiting, *avoid, *self.exits.ended}
         restarts = {key: (r.attempts, r.not_before - now) for key, r in restarts_waiting.items()
                     if key not in self.shards.active}

@@ -17,7 +17,6 @@ or writes the rows, and they come out byte for byte as they went in.
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from collections import Counter
@@ -35,6 +34,7 @@ from ..support.harness import (
     TableMonitor,
     assert_takers_count_only_leases,
     base_properties,
+    log_events,
     recorded,
     records_only,
     wait_until,
@@ -46,7 +46,6 @@ pytestmark = pytest.mark.integration
 SHARDS = 16
 FAILOVER_MS = 4000
 TAKE_INTERVAL_S = 2 * (FAILOVER_MS + 25) / 1000.0
-TAKEN_FROM_A_HOST = re.compile(r"took lease (\S+) \(?from (host-\w)(?:\)|.*?\((.*)\))")
 
 
 def _deliveries(out: Path) -> Counter:
@@ -59,8 +58,9 @@ def _taken_without_handoff(hosts: dict[str, Daemon]) -> dict[str, str]:
     forced. Those re-deliver what was not checkpointed, as the KCL does; a handoff never does."""
     taken: dict[str, str] = {}
     for name, daemon in hosts.items():
-        for match in TAKEN_FROM_A_HOST.finditer(daemon.output()):
-            taken[match[1]] = f"{name} took it from {match[2]}: {match[3] or 'expired'}"
+        for event in log_events(daemon.output(), "lease_taken", "lease_stolen", "lease_rescued", "lease_forced"):
+            if event["from"] not in (None, name):
+                taken[event["lease"]] = f"{name} took it from {event['from']} ({event['event']})"
     return taken
 
 
@@ -85,7 +85,8 @@ def test_three_hosts_balance_fail_over_and_deliver_everything(tmp_path, kinesis,
     monitor.start()
     try:
         for name in ("host-a", "host-b", "host-c"):
-            hosts[name] = Daemon(props, tmp_path / f"{name}.log", "--set", f"workerId={name}", env=env)
+            hosts[name] = Daemon(props, tmp_path / f"{name}.log", "--set", f"workerId={name}", "--log-format", "json",
+                                 env=env)
             time.sleep(3.0)
         started = time.monotonic()
         wait_until(lambda: sorted(monitor.owners().values()) == [5, 5, 6] and monitor.settled(SHARDS), 150,

@@ -104,7 +104,8 @@ def test_split_and_merge_under_two_hosts(tmp_path: Path, kinesis_mock_url, moto_
     producer.start()
     try:
         for name in ("host-a", "host-b"):
-            hosts[name] = Daemon(props, tmp_path / f"{name}.log", "--set", f"workerId={name}", env=env)
+            hosts[name] = Daemon(props, tmp_path / f"{name}.log", "--set", f"workerId={name}", "--log-format", "json",
+                                 env=env)
             time.sleep(1.0)
         wait_until(lambda: {e["_shard"] for e in records_only(recorded(out))} == {s["ShardId"] for s in shards},
                    60, "records from all four shards")

@@ -10,10 +10,11 @@ The rules:
 - Per-key order: for each partition key, the first deliveries, in the order they happened,
   follow the order the records were put (so across a reshard a child's records come after
   its parents'); only records routed by their own key count (not the riders of an aggregate).
-- Who holds a lease when: every ownership change is a conditional write, so the hosts' logs
-  give one order per lease: it is held by H from H's log line "took/stole lease K", "lease K
-  handed over at checkpoint", "kept lease K from an earlier run", until another host's such
-  line, or H's own "handed lease K over" / "released lease K" (then by nobody).
+- Who holds a lease when: every ownership change is a conditional write, so the hosts' JSON
+  logs give one order per lease: it is held by H from H's event that acquires it (``ACQUIRED``:
+  lease_taken, lease_stolen, lease_rescued, lease_forced, lease_handed_in, lease_kept) until
+  another host's such event, or H's own that lets it go (``RELEASED``: lease_handed_off,
+  lease_released, lease_given_up; then by nobody).
 - No delivery by a non-holder: a record handled by H's processor at time t is a non-holder
   delivery when H held the lease at no moment of [t - TOLERANCE_S, t]. The tolerance covers
   what the recorder's time stamps lag behind the moment kcl-mp handed the batch over (the

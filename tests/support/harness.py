@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -53,14 +52,25 @@ def _raw(dynamodb, table: str, key: dict) -> dict:
     return dynamodb.get_item(TableName=table, Key={"leaseKey": key}, ConsistentRead=True)["Item"]
 
 
+NOT_LEASES = {"Leader", "Migration3.0", "TableMigration3.5", "java-worker-1", "java-worker-2"}  # java_rows' rows
+
+
+def log_events(text: str, *names: str) -> list[dict]:
+    """The entries of a host's JSON log (``--log-format json``) whose ``event`` is one of ``names``."""
+    return [entry for _, entry in log_lines(text) if entry.get("event") in names]
+
+
 def assert_takers_count_only_leases(log: str, possible: range) -> None:
-    """Every "taker: N leases, W workers, target T" line counts the leases alone: N is a
-    possible number of unfinished leases, T is N shared among W."""
-    found = re.findall(r"taker: (\d+) leases, (\d+) workers, target (\d+)", log)
-    assert found, "no taker line"
-    for count, workers, target in found:
-        assert int(count) in possible and int(target) == math.ceil(int(count) / int(workers)), (count, workers, target)
-    assert not re.search(r"lease (Leader|Migration3\.0|TableMigration3\.5|java-worker-[12])\b", log)
+    """Every 2.x taker round (the JSON log's ``taker_plan``) counts the leases alone: a possible
+    number of unfinished leases, the target that number shared among the live workers, and no
+    event names a row that is not a lease."""
+    plans = log_events(log, "taker_plan")
+    assert plans, "no taker_plan event"
+    for plan in plans:
+        assert plan["leases"] in possible and plan["target"] == math.ceil(plan["leases"] / plan["workers"]), plan
+    named = {entry["lease"] for _, entry in log_lines(log) if entry.get("lease")}
+    named |= {key for plan in plans for key in (*plan["take"], *plan["steal"])}
+    assert not named & NOT_LEASES, sorted(named & NOT_LEASES)
 
 
 def run_support_module(module: str, out: Path, *args: str, timeout: float) -> dict:
