@@ -15,7 +15,7 @@ keeps no threads, so forking pool processes stays safe.
         publisher     PutMetricData when the buffer is due (metricsBufferTimeMillis or
                       metricsMaxQueueSize), in batches; a failure keeps the data for the
                       next try
-        http          /metrics (prometheus-client text format), /healthz (``metrics.catalogue.health``):
+        http          /metrics (prometheus-client text format), /healthz (``metrics.health``):
                       one thread, bounded connections and timeouts (``metrics.http``)
 
 The supervisor never blocks on the pipe: a line that does not fit waits for the next turn
@@ -50,10 +50,10 @@ from kcl_mp.metrics.catalogue import (
     Stat,
     decode_samples,
     fold_worker_gauges,
-    health,
     put_batches,
     put_request,
 )
+from kcl_mp.metrics.health import health
 
 STOP_WAIT_S = 15.0  # the last publish at shutdown
 PUBLISH_TIMEOUT_S = 10.0

@@ -23,10 +23,10 @@ from kcl_mp.metrics.catalogue import (
     decode_samples,
     dimensions,
     encode_samples,
-    health,
     put_batches,
     put_request,
 )
+from kcl_mp.metrics.health import health
 from kcl_mp.metrics.process import Exporter
 from kcl_mp.retrieval.deaggregate import data_bytes
 
