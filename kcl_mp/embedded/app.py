@@ -52,13 +52,15 @@ class DynamoDBLock:
 
 def moto_app() -> WSGIApp:
     """moto, DynamoDB calls one at a time, DynamoDB Streams as the service behaves
-    (``dynamodb_streams``: moto's own is one shard that never ends) under the same lock, and
-    S3 listings in time of their prefix (``s3_listing``)."""
+    (``dynamodb_streams``: moto's own is one shard that never ends) under the same lock, S3
+    listings in time of their prefix (``s3_listing``), and the lookups moto repeats for
+    every request made once (``request_lookups``)."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-    from kcl_mp.embedded import s3_listing
+    from kcl_mp.embedded import request_lookups, s3_listing
     from kcl_mp.embedded.dynamodb_streams import wrap
 
+    request_lookups.install()
     s3_listing.install()
 
     app = DynamoDBLock(DomainDispatcherApplication(create_backend_app))
