@@ -241,6 +241,7 @@ class LeaseCoordinator:
         return self.taker.round(leases, lambda key: self.held[key].lease)
 
     def _rescue(self, leases: Mapping[str, Lease]) -> None:
+        """A 3.x follower's rescue (``taker``), told who should have reassigned what lies abandoned."""
         lock = self.fleet.election.last_read if self.fleet.election else None
         leader = ("nobody (the leader lock cannot be read)" if lock is UNREADABLE else
                   f"{lock.owner}, whose lock lasts {lock.lease_duration_ms / 1000:.0f} s," if lock else "the leader")
