@@ -147,7 +147,7 @@ e2e: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS) $(JAVA_PEE
 
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(INSTALL) -e '.[test,bench]'
 	touch $@
 
 ## bench: kcl-mp beside the Java MultiLangDaemon (same emulator, stream, processor), then the protocol path alone
