@@ -27,17 +27,20 @@ INSTALL := $(BIN)/uv pip install --quiet --python $(BIN)/python
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
+
+# A file of its own, so a venv made before uv was used gets it too.
+$(BIN)/uv: | $(BIN)/python
 	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
-$(STAMP): pyproject.toml | $(BIN)/python
+$(STAMP): pyproject.toml | $(BIN)/uv
 	$(INSTALL) -e '.[test]'
 	touch $@
 
-$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+$(DEMO_STAMP): pyproject.toml | $(BIN)/uv
 	$(INSTALL) -e '.[demo]'
 	touch $@
 
-$(SPARK_STAMP): pyproject.toml | $(BIN)/python
+$(SPARK_STAMP): pyproject.toml | $(BIN)/uv
 	$(INSTALL) -e '.[demo,sink,spark-local]'
 	touch $@
 
@@ -146,7 +149,7 @@ e2e: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS) $(JAVA_PEE
 	$(BIN)/python -m pytest -q tests/e2e $(PYTEST_ARGS)
 
 BENCH_STAMP := $(VENV)/.bench-installed
-$(BENCH_STAMP): $(STAMP) pyproject.toml
+$(BENCH_STAMP): $(STAMP) pyproject.toml | $(BIN)/uv
 	$(INSTALL) -e '.[test,bench]'
 	touch $@
 
