@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     register(spark)
     options = {"cleanSource": args.clean_source, "maxFilesPerTrigger": args.max_files_per_trigger,
                "maxRowsPerTrigger": args.max_rows_per_trigger, "sourceArchiveDir": args.archive_dir,
-               "s3Endpoint": args.s3_endpoint}
+               "s3Endpoint": args.s3_endpoint,
+               "availableNow": "true" if args.available_now else None}  # held to what had landed (Spark < 4.2)
     reader = spark.readStream.format(NAME)
     for key, value in options.items():
         if value is not None:

@@ -7,7 +7,8 @@ area, exactly once by construction: no watermark, no dedup state.
 Options: ``path`` (the landing root: a directory, ``file://``, ``s3://`` or ``s3a://``),
 ``s3Endpoint`` (an S3 endpoint URL, for an emulator), ``maxFilesPerTrigger`` and
 ``maxRowsPerTrigger`` (whole files: a batch takes at least one file per shard that has one),
-``cleanSource`` (``off``, ``delete`` or ``archive``) and ``sourceArchiveDir`` (for archive).
+``cleanSource`` (``off``, ``delete`` or ``archive``), ``sourceArchiveDir`` (for archive) and
+``availableNow`` (``true``: plan nothing past what had landed at the first plan; for Spark < 4.2).
 
 Offsets are per shard, ``{"<stream>/<shard>": {"seq", "sub", "key", "ended", "hold", "takes"}}``:
 the last position emitted (``seq`` "" before anything), the name the next listing starts after,
@@ -40,9 +41,13 @@ partition. ``commit(end)`` lags a batch (Spark commits batch N when it plans N+1
 Admission control: on Spark >= 4.2 ``getDefaultReadLimit`` and ``latestOffset(start, limit)``
 (with ``Trigger.AvailableNow`` through ``SupportsTriggerAvailableNow``: a run stops at what
 had landed when it started, in capped batches). On 4.0 and 4.1 Spark calls ``latestOffset()``
-without a start: the reader caps from the last end it planned or was told, and the first batch
-of a (re)started query is uncapped (its start is in Spark's checkpoint, which a Python source
-cannot read); availableNow there runs a single batch.
+without a start: the reader caps from the last end it planned or was told (Spark tells a
+restarted query's reader its last offset through ``AcceptsLatestSeenOffset``, which calls
+``partitions(latest, latest)``). Their availableNow falls back to one batch, and to the
+replay alone when a batch is pending (what landed since is left unread): there, option
+``availableNow`` = ``true`` holds the reader to what had landed at its first plan, and
+:func:`kcl_mp.spark.tables.write_stream` runs the query on a processing-time trigger and
+stops it at the first trigger that finds nothing new.
 """
 
 from __future__ import annotations
@@ -77,6 +82,7 @@ try:  # Spark >= 4.2: admission control and availableNow for Python sources
 except ImportError:  # PySpark 4.0 / 4.1: the reader caps itself, availableNow runs one batch
     limits = None
 AvailableNow: Any = limits.SupportsTriggerAvailableNow if limits is not None else object
+NATIVE_AVAILABLE_NOW = limits is not None  # else availableNow is emulated (option availableNow, write_stream)
 
 NAME = "kclmp_landing"
 SCHEMA = ("stream string, shardId string, sequenceNumber string, subSequenceNumber bigint, partitionKey string, "
@@ -102,6 +108,7 @@ class Options:
     max_rows: int | None
     clean: str
     archive: str | None
+    available_now: bool = False
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> Options:
@@ -123,8 +130,11 @@ class Options:
         archive = lower.get("sourcearchivedir")
         if clean == "archive" and not archive:
             raise ValueError(f"{NAME}: option cleanSource=archive needs sourceArchiveDir")
+        available_now = lower.get("availablenow", "false").lower()
+        if available_now not in ("true", "false"):
+            raise ValueError(f"{NAME}: option availableNow={available_now!r} must be true or false")
         return cls(lower["path"], lower.get("s3endpoint"), positive("maxFilesPerTrigger"),
-                   positive("maxRowsPerTrigger"), clean, archive)
+                   positive("maxRowsPerTrigger"), clean, archive, available_now == "true")
 
 
 @dataclass(frozen=True)
@@ -283,7 +293,7 @@ class LandingStreamReader(DataSourceStreamReader, AvailableNow):
         self.planner = Planner(options)
         self.last_end: dict[str, Any] = {}  # for Spark < 4.2, whose latestOffset() has no start
         self.target: dict[str, Position | None] | None = None
-        self.freeze = False
+        self.freeze = options.available_now  # Spark >= 4.2 sets it in prepareForTriggerAvailableNow
 
     def initialOffset(self) -> dict[str, Any]:
         return {}

@@ -38,6 +38,8 @@ Example::
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -172,13 +174,31 @@ def write_stream(df: DataFrame, fmt: Format | str, path: str, checkpoint: str, t
     and a table identifier (``namespace.table``) in ``iceberg``'s catalog for iceberg; the
     python route creates a missing Delta or Iceberg table with the batch's schema. ``s3``
     gives delta-rs and pyiceberg the S3 settings Spark has from ``S3Settings.spark_conf``.
+
+    ``Trigger(available_now=True)`` on PySpark 4.0 and 4.1, whose availableNow runs one batch
+    (only the pending replay when there is one) for a Python source: the query runs on a
+    processing-time trigger and is stopped at the first trigger that finds nothing new. Read
+    ``kclmp_landing`` with option ``availableNow`` = ``true`` so that is what had landed at
+    the start (without it, the run ends when the landing area is caught up).
     """
+    from kcl_mp.spark.source import NATIVE_AVAILABLE_NOW
+
     fmt, route = Format(fmt), Route(route)
-    writer = df.writeStream.option("checkpointLocation", checkpoint).trigger(**trigger.spark_kwargs())
+    emulated = trigger.available_now and not NATIVE_AVAILABLE_NOW
+    spark_trigger = Trigger(processing_time="0 seconds") if emulated else trigger
+    writer = df.writeStream.option("checkpointLocation", checkpoint).trigger(**spark_trigger.spark_kwargs())
     if query_name is not None:
         writer = writer.queryName(query_name)
     if fmt is Format.ICEBERG and iceberg is None:
         raise ValueError(f"the iceberg output {path!r} needs its catalog (iceberg=IcebergCatalog(...))")
+    query = _start(writer, fmt, route, path, checkpoint, iceberg, s3 or S3Settings())
+    if emulated:
+        threading.Thread(target=_stop_once_caught_up, args=(query,), name=f"caught-up {path}", daemon=True).start()
+    return query
+
+
+def _start(writer: Any, fmt: Format, route: Route, path: str, checkpoint: str, iceberg: IcebergCatalog | None,
+           s3: S3Settings) -> StreamingQuery:
     if fmt is Format.PARQUET:
         return writer.format("parquet").start(path)
     if route is Route.NATIVE:
@@ -186,11 +206,41 @@ def write_stream(df: DataFrame, fmt: Format | str, path: str, checkpoint: str, t
             return writer.format("delta").outputMode("append").start(path)
         assert iceberg is not None
         return writer.format("iceberg").outputMode("append").toTable(f"{iceberg.name}.{path}")
-    settings = s3 or S3Settings()
     if fmt is Format.DELTA:
-        return writer.foreachBatch(_delta_batches(object_store_uri(path), checkpoint, settings)).start()
+        return writer.foreachBatch(_delta_batches(object_store_uri(path), checkpoint, s3)).start()
     assert iceberg is not None
-    return writer.foreachBatch(_iceberg_batches(iceberg, path, checkpoint, settings)).start()
+    return writer.foreachBatch(_iceberg_batches(iceberg, path, checkpoint, s3)).start()
+
+
+WAITING_FOR_DATA = "Waiting for data to arrive"  # Spark's status after a trigger that found nothing new
+
+
+def caught_up(status: Mapping[str, Any]) -> bool:
+    """Whether a query's last trigger found nothing new and none runs now (``query.status``):
+    an emulated availableNow run is done (a pending replay ran first: Spark runs it before it
+    plans anything).
+
+    >>> caught_up({"message": "Waiting for data to arrive", "isDataAvailable": False, "isTriggerActive": False})
+    True
+    >>> caught_up({"message": "Initializing sources", "isDataAvailable": False, "isTriggerActive": False})
+    False
+    >>> caught_up({"message": "Waiting for next trigger", "isDataAvailable": False, "isTriggerActive": False})
+    False
+    """
+    return (status.get("message") == WAITING_FOR_DATA and not status.get("isDataAvailable")
+            and not status.get("isTriggerActive"))
+
+
+def _stop_once_caught_up(query: StreamingQuery, poll_s: float = 0.2) -> None:
+    """availableNow on Spark < 4.2: stop the query at the first trigger that finds nothing new."""
+    try:
+        while query.isActive:
+            if caught_up(query.status):
+                query.stop()
+                return
+            time.sleep(poll_s)
+    except Exception:  # noqa: BLE001 (the query or its session ended under us: nothing left to stop)
+        return
 
 
 def _query_id(batch: DataFrame, checkpoint: str) -> str:

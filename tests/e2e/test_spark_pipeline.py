@@ -190,6 +190,8 @@ def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_u
 
         wait_until(b_has_unchecked_files, 90, "host-b holding leases with landed, unchecked files", 0.1)
         daemons["b"].kill()
+        # the children must appear while the query runs (a first batch's shards are read together)
+        wait_until(lambda: (checkpoint / "offsets" / "0").exists(), 240, "the job's first batch planned", 0.2)
         parent = kinesis.list_shards(StreamName=stream)["Shards"][0]
         split_in_half(kinesis, stream, parent)
         for n in range(SPARK_KILLS):

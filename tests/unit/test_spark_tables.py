@@ -1,11 +1,13 @@
-"""kcl_mp.spark.tables' pure parts: when a batch is a replay, the trigger, the S3 settings
-each writer gets, and the paths delta-rs and pyiceberg take."""
+"""kcl_mp.spark.tables' pure parts: when a batch is a replay, the trigger, when an emulated
+availableNow run is done, the S3 settings each writer gets, and the paths delta-rs and
+pyiceberg take; the landing source's availableNow option."""
 
 from __future__ import annotations
 
 import pytest
 
-from kcl_mp.spark.tables import IcebergCatalog, S3Settings, Trigger, object_store_uri, replayed
+from kcl_mp.spark.source import Options
+from kcl_mp.spark.tables import IcebergCatalog, S3Settings, Trigger, caught_up, object_store_uri, replayed
 
 
 @pytest.mark.parametrize(("recorded", "batch_id", "replay"), [
@@ -25,6 +27,32 @@ def test_a_trigger_is_available_now_or_a_processing_time_exactly():
     for wrong in ({}, {"available_now": True, "processing_time": "5 seconds"}):
         with pytest.raises(ValueError, match="exactly one"):
             Trigger(**wrong)
+
+
+WAITING, NEXT = "Waiting for data to arrive", "Waiting for next trigger"
+
+
+@pytest.mark.parametrize(("message", "data", "active", "done"), [
+    ("Initializing sources", False, False, False),  # no trigger yet (a pending replay has not run)
+    ("Processing new data", True, True, False),  # a batch (the replay, or new data) runs
+    (NEXT, False, False, False),  # a batch ran; the next trigger has not planned yet
+    (WAITING, False, True, False),  # the next trigger started: let it end
+    (WAITING, False, False, True),  # a trigger found nothing new: done
+    (WAITING, True, False, False),  # never both, but data is never left behind
+])
+def test_an_emulated_available_now_run_ends_at_a_trigger_that_found_nothing(message, data, active, done):
+    assert caught_up({"message": message, "isDataAvailable": data, "isTriggerActive": active}) is done
+
+
+@pytest.mark.parametrize(("value", "parsed"), [(None, False), ("true", True), ("TRUE", True), ("false", False)])
+def test_the_landing_sources_available_now_option(value, parsed):
+    options = {"path": "/landing"} | ({"availableNow": value} if value is not None else {})
+    assert Options.parse(options).available_now is parsed
+
+
+def test_a_wrong_available_now_option_is_named():
+    with pytest.raises(ValueError, match="option availableNow='yes' must be true or false"):
+        Options.parse({"path": "/landing", "availableNow": "yes"})
 
 
 def test_s3a_paths_are_s3_for_delta_rs_and_pyiceberg():
