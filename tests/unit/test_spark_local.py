@@ -1,0 +1,32 @@
+"""kcl_mp.devtools.spark_local: the local-mode environment the tests, benchmarks and demo share."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pyspark
+
+from kcl_mp.devtools.spark_local import local_spark_env, spark_home_without_zips
+
+
+def test_on_this_interpreter_spark_home_is_pysparks_bin_and_jars_without_the_zips():
+    home = Path(spark_home_without_zips() or "")
+    installed = Path(pyspark.__file__).parent
+    assert sorted(p.name for p in home.iterdir()) == ["bin", "jars"]
+    assert (home / "bin").resolve() == (installed / "bin").resolve()
+    assert (home / "jars").resolve() == (installed / "jars").resolve()
+    assert not (home / "python").exists()  # so no worker puts pyspark.zip first on its path
+    assert spark_home_without_zips() == str(home)  # made once
+
+
+def test_another_interpreters_pyspark_keeps_its_own_spark_home(monkeypatch):
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    assert "SPARK_HOME" in local_spark_env(sys.executable)
+    other = local_spark_env("/opt/cluster/venv/bin/python")  # its PySpark may be another version
+    assert "SPARK_HOME" not in other and other["PYSPARK_PYTHON"] == "/opt/cluster/venv/bin/python"
+
+
+def test_a_spark_home_already_set_is_left_alone(monkeypatch):
+    monkeypatch.setenv("SPARK_HOME", "/opt/spark")
+    assert "SPARK_HOME" not in local_spark_env(sys.executable)
