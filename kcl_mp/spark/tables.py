@@ -279,14 +279,14 @@ def _iceberg_batches(catalog: IcebergCatalog, identifier: str, checkpoint: str,
     from pyiceberg.catalog import load_catalog
     from pyiceberg.exceptions import NoSuchTableError
 
-    properties = {**s3.iceberg_properties(), **catalog.properties}
-    load_catalog(catalog.name, **properties)  # here, so a catalog that cannot load fails the start, not each batch
+    # loaded here, once: a catalog that cannot load fails the start, not each batch (foreachBatch
+    # runs in this process, so the catalog's connections serve every batch)
+    store = load_catalog(catalog.name, **{**s3.iceberg_properties(), **catalog.properties})
     ids: list[str] = []
 
     def write(batch: DataFrame, batch_id: int) -> None:
         if not ids:
             ids.append(_query_id(batch, checkpoint))
-        store = load_catalog(catalog.name, **properties)
         try:
             table: IcebergTable | None = store.load_table(identifier)
         except NoSuchTableError:

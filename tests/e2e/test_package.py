@@ -166,8 +166,9 @@ def test_the_spark_extra_leaves_the_clusters_pyspark_in_place(tmp_path):
     """A fresh venv with an older PySpark already installed, as on a cluster: ``pip install
     <wheel>[spark]`` (from PyPI, through a cache kept in .cache/pip) brings the table-format
     libraries (SQLAlchemy for pyiceberg's SQL catalog among them) and leaves that PySpark as it
-    was; ``kcl_mp.spark`` imports."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    was; ``kcl_mp.spark`` imports. (No SPARK_HOME from this process: the Spark tests before it
+    set this checkout's, whose jars are another Spark's.)"""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
     wheel = build_wheel(tmp_path)
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", str(venv)], tmp_path, env)

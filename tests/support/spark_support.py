@@ -28,6 +28,12 @@ JOB_PYTHON = os.environ.get("KCLMP_SPARK_PYTHON", sys.executable)
 SPARK_ENV = local_spark_env(JOB_PYTHON)
 
 
+def own_env() -> dict[str, str]:
+    """This process's environment, less a SPARK_HOME made for this checkout's PySpark when the
+    job runs on another interpreter (its jars would not match that PySpark)."""
+    return {k: v for k, v in os.environ.items() if not (k == "SPARK_HOME" and JOB_PYTHON != sys.executable)}
+
+
 class Job:
     """``python -m kcl_mp.spark.job`` in its own process group, its output in a file."""
 
@@ -35,7 +41,7 @@ class Job:
         self.log = log
         with open(log, "ab") as out:
             self.process = subprocess.Popen([JOB_PYTHON, "-m", "kcl_mp.spark.job", *args], cwd=ROOT if JOB_PYTHON == sys.executable else log.parent,
-                                            env={**os.environ, **SPARK_ENV, **(env or {})}, stdin=subprocess.DEVNULL,
+                                            env={**own_env(), **SPARK_ENV, **(env or {})}, stdin=subprocess.DEVNULL,
                                             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill(self) -> None:
