@@ -23,7 +23,8 @@ def local_spark_env(python: str = sys.executable, jars: Iterable[str] = ()) -> d
     listed = ",".join(jars)
     submit = SUBMIT + (f" --jars {listed}" if listed else "") + " pyspark-shell"
     env = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": python, "PYSPARK_SUBMIT_ARGS": submit}
-    if os.path.realpath(python) == os.path.realpath(sys.executable) and "SPARK_HOME" not in os.environ:
+    # the same path, not the same binary: every venv's python links to its base interpreter's
+    if os.path.abspath(python) == os.path.abspath(sys.executable) and "SPARK_HOME" not in os.environ:
         home = spark_home_without_zips()
         if home is not None:
             env["SPARK_HOME"] = home

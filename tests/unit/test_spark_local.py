@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -25,6 +26,14 @@ def test_another_interpreters_pyspark_keeps_its_own_spark_home(monkeypatch):
     assert "SPARK_HOME" in local_spark_env(sys.executable)
     other = local_spark_env("/opt/cluster/venv/bin/python")  # its PySpark may be another version
     assert "SPARK_HOME" not in other and other["PYSPARK_PYTHON"] == "/opt/cluster/venv/bin/python"
+
+
+def test_another_venv_on_the_same_base_interpreter_is_another_interpreter(tmp_path, monkeypatch):
+    """A venv's python links to its base interpreter, as this one's does: same binary, other PySpark."""
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    link = tmp_path / "venv-python"
+    link.symlink_to(os.path.realpath(sys.executable))
+    assert "SPARK_HOME" not in local_spark_env(str(link))
 
 
 def test_a_spark_home_already_set_is_left_alone(monkeypatch):
