@@ -124,18 +124,22 @@ lint: $(STAMP)
 # (two thirds of both cores in their second half, measured), first the `beside_timing` ones (the
 # Spark pipeline through kills: no wall-clock bound, but a load that starved its own Python workers
 # among PARALLEL others), then the `paired` ones (the two fault runs, whose recoveries stay within
-# half their bound beside each other) two at a time. JUNIT=DIR writes each run's JUnit report there.
+# half their bound beside each other) two at a time, then the `beside_timing_last` ones (heavy, no
+# wall-clock bound: the wheel on PySpark 4.0.5, 2.5 min of installs and Spark a phase-1 worker
+# waited on). JUNIT=DIR writes each run's JUnit report there.
 PARALLEL ?= 4
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 BESIDE_LOG := .cache/beside-timing.log
 
-## test: the lint, then every test (PARALLEL=4 at a time, then the timing tests alone with the Spark pipeline and the two fault runs niced beside them)
+## test: the lint, then every test (PARALLEL=4 at a time, then the timing tests alone with the Spark pipeline, the two fault runs and the wheel on PySpark 4.0.5 niced beside them)
 test: lint $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS) $(JAVA_PEERS)
-	$(PYTEST) -m "not timing and not paired and not beside_timing" -n $(PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/parallel.xml) $(PYTEST_ARGS)
+	$(PYTEST) -m "not timing and not paired and not beside_timing and not beside_timing_last" -n $(PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/parallel.xml) $(PYTEST_ARGS)
 	@mkdir -p .cache
 	( nice -n 19 $(PYTEST) -m beside_timing $(if $(JUNIT),--junitxml=$(JUNIT)/beside.xml) $(PYTEST_ARGS); pipeline=$$?; \
 	  nice -n 19 $(PYTEST) -m paired -n 2 $(if $(JUNIT),--junitxml=$(JUNIT)/paired.xml) $(PYTEST_ARGS); paired=$$?; \
-	  [ $$pipeline -eq 0 -o $$pipeline -eq 5 ] && [ $$paired -eq 0 -o $$paired -eq 5 ] ) > $(BESIDE_LOG) 2>&1 & beside=$$!; \
+	  nice -n 19 $(PYTEST) -m beside_timing_last $(if $(JUNIT),--junitxml=$(JUNIT)/last.xml) $(PYTEST_ARGS); last=$$?; \
+	  [ $$pipeline -eq 0 -o $$pipeline -eq 5 ] && [ $$paired -eq 0 -o $$paired -eq 5 ] && [ $$last -eq 0 -o $$last -eq 5 ] \
+	) > $(BESIDE_LOG) 2>&1 & beside=$$!; \
 	$(PYTEST) -m timing $(if $(JUNIT),--junitxml=$(JUNIT)/timing.xml) $(PYTEST_ARGS); timing=$$?; \
 	wait $$beside; status=$$?; echo "--- beside the timing tests, at nice 19 (exit status $$status):"; cat $(BESIDE_LOG); \
 	[ $$timing -eq 0 -o $$timing -eq 5 ] && [ $$status -eq 0 ]

@@ -162,6 +162,7 @@ PIP_CACHE = Path.home() / ".cache" / "kcl-mp" / "pip"  # PySpark is a 400 MB sdi
 
 
 @pytest.mark.spark
+@pytest.mark.beside_timing_last  # 2.5 min of pip and two Spark jobs: on the cores the timing tests leave idle
 def test_the_spark_extra_leaves_the_clusters_pyspark_in_place(tmp_path):
     """A fresh venv with an older PySpark already installed, as on a cluster: ``pip install
     <wheel>[spark]`` (from PyPI, through a cache kept in .cache/pip) brings the table-format
