@@ -54,6 +54,7 @@ class ShardSyncer:
         self.identifier = identifier
         self.initial = initial or config.initial_position
         self.gap_seen = False  # the last audit found leases that leave a gap
+        self.confirming = False  # ... for the first time: the next audit comes early, to confirm it
 
     def _local(self, leases: Mapping[str, Lease]) -> dict[str, Lease]:
         """The leases of this syncer's stream, keyed by shard id as ``shard_sync`` plans them."""
@@ -103,16 +104,21 @@ class ShardSyncer:
     def audit(self) -> bool:
         """Every shardSyncIntervalMillis: clean up, and sync only if the table has a gap in
         two audits running (a scan can catch a shard end between its SHARD_END checkpoint
-        and its children's creation; Java's auditor also waits for a confirmation)."""
+        and its children's creation; Java's auditor also waits for a confirmation). A gap
+        seen once sets ``confirming``: the loop audits again a failover time later, not an
+        interval (a host killed in that window leaves the gap to the audit to mend)."""
         self.clean_up(self.view.last_seen, None)
         leases = self._local(self.view.last_seen)
         reason = shard_sync.audit(leases, self.stream.max_hash_key)
         seen_before, self.gap_seen = self.gap_seen, reason is not None
+        self.confirming = False
         if reason is None:
             self.log.debug("shard sync not needed: the leases cover the key space")
             return True
         if not seen_before and leases:
-            self.log.info("the lease table has a gap (%s); syncing shards if the next audit still finds one", reason)
+            self.log.info("the lease table has a gap (%s); syncing shards if the audit in %.0f s still finds one",
+                          reason, self.config.lease.failover_time_ms / 1000.0)
+            self.confirming = True
             return True
         return self.sync_shards(self.view.last_seen, reason)
 

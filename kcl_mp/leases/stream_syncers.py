@@ -65,6 +65,11 @@ class StreamSyncers:
         results = [self._syncer(identifier).audit() for identifier in self._identifiers()]
         return all(results)
 
+    @property
+    def confirming(self) -> bool:
+        """A stream's last audit saw a gap for the first time (``ShardSyncer.confirming``)."""
+        return any(self._syncer(identifier).confirming for identifier in self._identifiers())
+
     def create_children(self, key: str, children: Sequence[Mapping[str, Any]]) -> bool:
         split = split_key(key)
         assert split is not None, key  # a multi-stream application's table shows it no other lease

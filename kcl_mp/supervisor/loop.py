@@ -184,7 +184,8 @@ class Supervisor:
             if now >= due["sync"]:
                 due["sync"] = now + lease_settings.shard_sync_interval_ms / 1000.0  # unless the audit sets it
                 if self.leases.runs_shard_sync():  # not a 3.x follower: the leader syncs
-                    step("sync", lambda: self._after_sync(self.leases.sync.audit(), self.clock()))
+                    step("sync", lambda: self._after_sync(self.leases.sync.audit(), self.clock(),
+                                                          self.leases.sync.confirming))
             if now >= due["parents"]:
                 step("parents", lambda: self.leases.sync.poll_parents(
                     sorted({p for parents in self.starts.waiting.values() for p in parents})))
@@ -259,8 +260,8 @@ class Supervisor:
         # stay shared instead of being copied into every pool process (gc.freeze's purpose).
         gc.freeze()
 
-    def _after_sync(self, ok: bool, now: float) -> None:
-        if failures := self.schedule.after_sync(ok, now):
+    def _after_sync(self, ok: bool, now: float, confirming: bool = False) -> None:
+        if failures := self.schedule.after_sync(ok, now, confirming):
             self.log.error("shard sync failed %d times in a row; next try in shardSyncIntervalMillis", failures)
 
     def wait(self, timeout: float) -> None:

@@ -46,3 +46,17 @@ def test_after_sync(outcomes, said, next_sync):
     for ok in outcomes:
         results.append((schedule.after_sync(ok, 0.0), schedule.due["sync"]))
     assert results == list(zip(said, next_sync))
+
+
+@pytest.mark.parametrize("ok, confirming, failover_ms, next_sync", [
+    (True, False, 10000, 60.0),   # no gap, or one confirmed and synced: the cadence
+    (True, True, 10000, 10.0),    # a gap seen once: confirmed a failover time later
+    (True, True, 90000, 60.0),    # ... never later than the cadence
+    (False, True, 10000, 1.5),    # a failed listing keeps its backoff
+])
+def test_a_gap_seen_once_is_audited_again_a_failover_time_later(ok, confirming, failover_ms, next_sync):
+    lease = LeaseSettings("t", failover_time_ms=failover_ms, shard_sync_interval_ms=60000,
+                          list_shards_backoff_ms=1500, max_list_shards_retry_attempts=2)
+    schedule = Schedule(lease, due={"sync": 0.0})
+    schedule.after_sync(ok, 0.0, confirming)
+    assert schedule.due["sync"] == next_sync
