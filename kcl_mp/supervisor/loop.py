@@ -292,6 +292,7 @@ class Supervisor:
                 else:
                     self.log.info("shard %s ended without ChildShards: syncing shards now", shard.key)
                     self.due["sync"] = self.clock()
+                self.shards.tell(shard, channel.ChildrenCreated)  # its processor may hear shardEnded now
 
     def handle_signals(self) -> None:
         while self.signals.pending:

@@ -24,7 +24,7 @@ from kcl_mp.supervisor.shard_life import TOLD_LOST, Event, ShardState, next_stat
 from kcl_mp.worker import channel
 from kcl_mp.worker.usage import Usage, summarize
 
-Command = type[channel.Shutdown] | type[channel.LeaseLost] | type[channel.Terminate]
+Command = type[channel.Shutdown] | type[channel.LeaseLost] | type[channel.Terminate] | type[channel.ChildrenCreated]
 
 
 @dataclass

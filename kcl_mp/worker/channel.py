@@ -16,6 +16,9 @@ supervisor -> pool process:
                      until LeaseLost
     LeaseLost(shard) the lease is gone (lost, stolen or released): leaseLost, then the shard ends
     Terminate(shard) it did not end after LeaseLost: its processor's group gets SIGTERM, it ends
+    ChildrenCreated(shard)   the children Children named have their leases (or a shard sync is
+                     due to find them): only now does the processor hear shardEnded, as Java
+                     creates them before it, so a SHARD_END checkpoint never stands without them
 
 pool process -> supervisor:
 
@@ -28,7 +31,7 @@ pool process -> supervisor:
                      lease's throughputKBps; 0 when not measured)
     ShutdownReady(shard, checkpoint)
     Children(shard, children)   the shard is read to its end: ChildShards (ListShards-like dicts,
-                     maybe empty), sent before the processor hears of it
+                     maybe empty); the processor hears of it once ChildrenCreated comes
     ShardEnd(shard, checkpointed)   shardEnded answered; True if it checkpointed at SHARD_END
     Usage(samples, pool_shares)   ((shard, cpu_percent, rss_bytes), ...): the processors, every
                      SAMPLE_EVERY_S; ((shard, cpu_percent), ...): the pool process's own CPU split
@@ -83,7 +86,12 @@ class Terminate:
     shard: str
 
 
-ToPool = Start | Renewed | Shutdown | LeaseLost | Terminate
+@dataclass(frozen=True)
+class ChildrenCreated:
+    shard: str
+
+
+ToPool = Start | Renewed | Shutdown | LeaseLost | Terminate | ChildrenCreated
 
 
 # -- pool process -> supervisor ---------------------------------------------------------------

@@ -37,7 +37,15 @@ from kcl_mp.leases.table import LeaseTable
 from kcl_mp.retrieval.prefetch import PoolBudget
 from kcl_mp.retrieval.streams import stream_client
 from kcl_mp.worker import channel
-from kcl_mp.worker.shard_worker import LEASE_LOST, SHUTDOWN, TERMINATE, ShardDriver, Shared, Terminated
+from kcl_mp.worker.shard_worker import (
+    CHILDREN_CREATED,
+    LEASE_LOST,
+    SHUTDOWN,
+    TERMINATE,
+    ShardDriver,
+    Shared,
+    Terminated,
+)
 from kcl_mp.worker.usage import Tracker, Usage, signal_group
 
 SAMPLE_EVERY_S = 2.0  # how often the processors' CPU and memory are sampled
@@ -140,6 +148,8 @@ class Pool:
                 self._tell(key, LEASE_LOST)
             case channel.Terminate(shard=key):
                 self._tell(key, TERMINATE)
+            case channel.ChildrenCreated(shard=key):
+                self._tell(key, CHILDREN_CREATED)
 
     def _start(self, start: channel.Start) -> None:
         if start.stream is not None and start.stream.name not in self.shared.table.streams:  # appended since the fork

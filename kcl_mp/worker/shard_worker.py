@@ -65,6 +65,7 @@ FAILED_GRACE_S = 1.0  # a processor that broke the protocol gets this long to ex
 
 # What the pool process puts in a shard's inbox (renewals go straight to its ``hold``).
 SHUTDOWN, LEASE_LOST, TERMINATE = "shutdown", "lease_lost", "terminate"
+CHILDREN_CREATED = "children_created"
 
 
 @dataclass(frozen=True)
@@ -227,8 +228,11 @@ class ShardDriver:
                     child.lease_lost()
                     return EXIT_OK
             elif isinstance(item, ShardEnded):
-                # the supervisor creates the children's leases
+                # the supervisor creates the children's leases; shardEnded only once they exist
                 self.send(channel.Children(self.shard_id, item.children))
+                if not self._await_children():
+                    child.lease_lost()
+                    return EXIT_OK
                 return self._shard_end(child)
 
     # -- fencing ----------------------------------------------------------------------
@@ -367,6 +371,27 @@ class ShardDriver:
                 break
         child.lease_lost()
         return EXIT_OK
+
+    def _await_children(self) -> bool:
+        """Wait for the supervisor's word that the children's leases exist (Java creates them
+        before shardEnded: a host that dies right after the SHARD_END checkpoint then leaves no
+        gap for the audit to mend). False: the lease was lost meanwhile. Bounded by
+        failoverTimeMillis: a supervisor that never answers delays the shard's end, no more."""
+        deadline = time.monotonic() + self.failover_s
+        later: list[str] = []
+        while time.monotonic() < deadline:
+            command = self._control(0.25)
+            if command == CHILDREN_CREATED:
+                self.commands.extend(later)
+                return True
+            if command == LEASE_LOST:
+                return False
+            if command is not None:
+                later.append(command)  # a shutdown request: shardEnded answers it
+        self.commands.extend(later)
+        self.log.warning("shard %s: no word in %.1f s that its children's leases exist; ending it anyway (the shard "
+                         "sync finds them)", self.shard_id, self.failover_s)
+        return True
 
     def _shard_end(self, child: ProcessorChild) -> int:
         checkpointed = child.shard_ended()

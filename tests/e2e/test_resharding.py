@@ -37,6 +37,7 @@ from ..support.harness import (
     write_properties,
 )
 from ..support.kinesis_mock import split_in_half
+from ..support.throttle_proxy import ThrottleProxy
 
 pytestmark = pytest.mark.integration
 
@@ -97,7 +98,7 @@ def test_split_and_merge_under_two_hosts(tmp_path: Path, kinesis_mock_url, moto_
         moto_url, stream, app, f"{sys.executable} {RECORDER}", kinesisEndpoint=kinesis_mock_url,
         failoverTimeMillis=3000, shardSyncIntervalMillis=2000, parentShardPollIntervalMillis=500,
         idleTimeBetweenReadsInMillis=200))
-    env = {"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "40"}
+    env = {"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "40", "RECORDER_LEASES_AT_SHARD_END": f"{app}@{moto_url}"}
     producer = counter_producer(kinesis, stream)
     hosts: dict[str, Daemon] = {}
     java_rows(app)
@@ -165,6 +166,10 @@ def test_split_and_merge_under_two_hosts(tmp_path: Path, kinesis_mock_url, moto_
 
     ended = [e for e in entries if e.get("event") == "shardEnded"]
     assert {e["_shard"] for e in ended} == parents
+    listed = kinesis.list_shards(StreamName=stream)["Shards"]
+    for e in ended:  # Java's order: the children's leases exist before the processor hears shardEnded
+        own = {s["ShardId"] for s in listed if e["_shard"] in (s.get("ParentShardId"), s.get("AdjacentParentShardId"))}
+        assert own and own <= set(e["leases"]), (e["_shard"], own, e["leases"])
     checkpoints_at_end = [e for e in entries if e.get("event") == "checkpoint" and e["seq"] is None]
     assert len(checkpoints_at_end) == 3 and not any(e["error"] for e in checkpoints_at_end), checkpoints_at_end
     logs = "".join(daemon.output() for daemon in hosts.values())
@@ -238,3 +243,40 @@ def test_a_missed_shard_end_checkpoint_is_retried_loudly_and_cleanup_can_be_off(
     assert set(leases) == {parent, other} | children
     assert leases[parent].is_shard_end and set(leases[parent].child_shard_ids) == children
     assert "deleted lease" not in log
+
+
+def test_the_processor_hears_shard_end_only_once_its_childrens_leases_exist(tmp_path: Path, kinesis_mock_url,
+                                                                            moto_url, unique_name):
+    """Java's order at a shard's end: the children's leases first, then shardEnded. Each lease
+    write (PutItem) is made a second slow (a proxy in front of DynamoDB), so a processor told
+    before the supervisor has written them would find them missing at its SHARD_END checkpoint:
+    a host that dies right then leaves the children to the next shard-sync audit."""
+    kinesis = boto3.client("kinesis", endpoint_url=kinesis_mock_url, region_name="us-east-1")
+    stream, app = unique_name, unique_name + "-app"
+    kinesis.create_stream(StreamName=stream, ShardCount=1)
+    wait_active(kinesis, stream)
+    proxy = ThrottleProxy(moto_url, "dynamodb", seed=1, share=0.0, slow_share=0.0, delays={"PutItem": 1.0})
+    out = tmp_path / "out"
+    out.mkdir()
+    props = write_properties(tmp_path / "app.properties", **base_properties(
+        moto_url, stream, app, f"{sys.executable} {RECORDER}", kinesisEndpoint=kinesis_mock_url,
+        dynamoDBEndpoint=proxy.url, failoverTimeMillis=10000, shardSyncIntervalMillis=600000,
+        idleTimeBetweenReadsInMillis=200))
+    daemon = Daemon(props, tmp_path / "run.log", env={"RECORDER_DIR": str(out), "RECORDER_CHECKPOINT_EVERY": "10",
+                                                      "RECORDER_LEASES_AT_SHARD_END": f"{app}@{moto_url}"})
+    try:
+        parent = kinesis.list_shards(StreamName=stream)["Shards"][0]
+        put_counters(kinesis, stream, 0)
+        wait_until(lambda: len(records_only(recorded(out))) >= len(KEYS), 60, "the parent's records delivered")
+        split_in_half(kinesis, stream, parent)
+        wait_until(lambda: any(e.get("event") == "shardEnded" for e in recorded(out)), 60, "the parent's shardEnded")
+        daemon.stop_gracefully()
+    finally:
+        daemon.kill()
+        proxy.stop()
+    children = {s["ShardId"] for s in kinesis.list_shards(StreamName=stream)["Shards"]
+                if s.get("ParentShardId") == parent["ShardId"]}
+    ended = [e for e in recorded(out) if e.get("event") == "shardEnded"]
+    assert len(children) == 2 and len(ended) == 1, (children, ended)
+    assert children <= set(ended[0]["leases"]), f"shardEnded came before the leases of {children}: {ended[0]['leases']}"
+    assert "no word in" not in daemon.output()

@@ -17,6 +17,9 @@ so a busy machine slows it down but does not make it cheaper), by shard, ``*`` f
 (shards whose records cost more CPU than others').
 ``$RECORDER_STDERR_ENV`` = NAME: write that environment variable to stderr at initialize (a
 careless processor printing its credentials; the daemon's logs must not show them).
+``$RECORDER_LEASES_AT_SHARD_END`` = TABLE@ENDPOINT: at shardEnded, before checkpointing, the
+lease keys the table holds, scanned at that endpoint, go into the shardEnded line (``leases``):
+whether the children's leases existed before the processor heard of the shard's end.
 ``$RECORDER_STDERR_FLOOD`` = SHARD:LINES:CHARS: at initialize of SHARD, write one line of
 100,000 bytes to stderr, then LINES lines of CHARS characters (``flood 00000 xxx...``).
 """
@@ -146,7 +149,15 @@ class Recorder(processor.RecordProcessorBase):
         self._write({"event": "leaseLost"})
 
     def shard_ended(self, shard_ended_input):
-        self._write({"event": "shardEnded"})
+        entry = {"event": "shardEnded"}
+        if os.environ.get("RECORDER_LEASES_AT_SHARD_END"):
+            import boto3  # only where asked: amazon_kclpy processors do not need it
+
+            table, endpoint = os.environ["RECORDER_LEASES_AT_SHARD_END"].split("@", 1)
+            dynamodb = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1")
+            items = dynamodb.scan(TableName=table, ConsistentRead=True, ProjectionExpression="leaseKey")["Items"]
+            entry["leases"] = sorted(item["leaseKey"]["S"] for item in items)
+        self._write(entry)
         refusals = int(os.environ.get("RECORDER_SHARD_END_REFUSALS", "0"))
         if refusals and self._shard_ends_seen() <= refusals:
             self._write({"event": "shardEndNotCheckpointed"})

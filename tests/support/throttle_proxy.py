@@ -60,15 +60,17 @@ def throttle_error(service: str, operation: str, request: dict) -> tuple[str, st
 
 class ThrottleProxy:
     """``service`` is "kinesis" or "dynamodb"; ``share`` of requests throttled; ``slow_share``
-    of the others delayed by up to ``max_delay_s`` (throttled ones always are)."""
+    of the others delayed by up to ``max_delay_s`` (throttled ones always are); ``delays``: a
+    fixed delay of every call of an operation (a slow write, to widen a race)."""
 
     def __init__(self, upstream: str, service: str, *, seed: int, share: float = 0.05,
-                 slow_share: float = 0.1, max_delay_s: float = 0.25):
+                 slow_share: float = 0.1, max_delay_s: float = 0.25, delays: dict[str, float] | None = None):
         parts = urlsplit(upstream)
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
         self.service = service
         self.rng = random.Random(f"{service}:{seed}")
         self.share, self.slow_share, self.max_delay_s = share, slow_share, max_delay_s
+        self.delays = delays or {}
         self.lock = threading.Lock()
         self.counts: Counter = Counter()  # "requests", "throttled", "delayed", "throttled:<operation>"
         self.slowest: dict[str, float] = {}  # the longest seconds seen: "upstream", per operation
@@ -89,7 +91,7 @@ class ThrottleProxy:
             if throttle:
                 self.counts["throttled"] += 1
                 self.counts[f"throttled:{operation}"] += 1
-        return throttle, delay
+        return throttle, delay + self.delays.get(operation, 0.0)
 
     def _timed(self, operation: str, upstream_s: float) -> None:
         """The emulator's time for a call, its wait for DynamoDB's lock included (the longest)."""
