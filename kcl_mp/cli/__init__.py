@@ -168,13 +168,7 @@ def run(args: argparse.Namespace, path: str) -> int:
             log.info("its endpoint is in %s: kcl-mp leases -p %s --embedded reads it", endpoint, path)
 
             if config.stream_kind is StreamKind.DYNAMODB:
-                arn, created = embedded.ensure_table_stream(aws_client("dynamodb", config.dynamodb), emulator.url,
-                                                            config.stream_name, args.embedded_shards)
-                if created:
-                    log.info("created table %s with a stream of %d shards", config.stream_name, args.embedded_shards)
-                if arn != config.stream_arn:  # the emulator names its streams itself
-                    log.info("reading table %s's stream on the emulator: %s", config.stream_name, arn)
-                    config = load_config(path, overrides={**overrides, "streamArn": arn})
+                config = embedded_tables(config, path, overrides, emulator.url, args.embedded_shards)
             else:
                 for name in config.stream_names or (config.stream_name,):
                     if embedded.ensure_stream(aws_client("kinesis", config.kinesis), name, args.embedded_shards):
@@ -189,6 +183,29 @@ def run(args: argparse.Namespace, path: str) -> int:
             emulator.stop()
             if endpoint is not None:
                 endpoint.unlink(missing_ok=True)
+
+
+def embedded_tables(config: Config, path: str, overrides: dict[str, str], url: str, shards: int) -> Config:
+    """``config`` with each of its tables created on the embedded emulator (with ``shards``) unless
+    there, read through the stream the emulator gave it (it names its streams itself)."""
+    from kcl_mp import embedded
+    from kcl_mp.aws.clients import client as aws_client
+
+    listed = {stream.key_name: stream.arn for stream in config.streams} or {config.stream_name: config.stream_arn}
+    arns = {}
+    for table, configured in listed.items():
+        arns[table], created = embedded.ensure_table_stream(aws_client("dynamodb", config.dynamodb), url, table, shards)
+        if created:
+            log.info("created table %s with a stream of %d shards", table, shards)
+        if arns[table] != configured:
+            log.info("reading table %s's stream on the emulator: %s", table, arns[table])
+    if list(arns.values()) == list(listed.values()):
+        return config
+    if config.stream_list.file:
+        raise ConfigError(f"streamListFile {config.stream_list.file}: with --embedded, name the tables' streams in "
+                          "streamArns (the emulator names its streams itself: the file's ARNs cannot be read there)")
+    key = "streamArns" if config.streams else "streamArn"
+    return load_config(path, overrides={**overrides, key: ",".join(arns.values())})
 
 
 def fail(exc: KclMpError, json_logs: bool = False) -> int:

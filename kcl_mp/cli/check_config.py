@@ -142,17 +142,27 @@ def check_stream(config: Config, findings: list[Finding]) -> None:
 
 
 def check_dynamodb_stream(config: Config, findings: list[Finding]) -> None:
+    """The stream (each stream of a multi-stream application) described and an iterator got."""
     dynamodbstreams = aws_client("dynamodbstreams", config.kinesis, limits=LIMITS)
+    if not config.streams:
+        assert config.stream_arn is not None  # load_config: a DynamoDB stream is named by its ARN
+        check_dynamodb_arn(dynamodbstreams, findings, "streamArn", config.stream_arn)
+    listed = f"streamListFile {config.stream_list.file}" if config.stream_list.file else "streamArns"
+    for each in config.streams:
+        assert each.arn is not None
+        check_dynamodb_arn(dynamodbstreams, findings, f"{listed} ({each.key_name})", each.arn)
+
+
+def check_dynamodb_arn(dynamodbstreams: Any, findings: list[Finding], key: str, arn: str) -> None:
     endpoint = dynamodbstreams.meta.endpoint_url
-    arn = config.stream_arn
-    found = _aws(findings, "streamArn", "dynamodb:DescribeStream", endpoint,
+    found = _aws(findings, key, "dynamodb:DescribeStream", endpoint,
                  lambda d: f"the stream of table {d['StreamDescription']['TableName']} is "
                            f"{d['StreamDescription']['StreamStatus']}",
                  lambda: dynamodbstreams.describe_stream(StreamArn=arn, Limit=1),
                  fix_missing=f"enable the table's stream and use its LatestStreamArn (region "
                              f"{dynamodbstreams.meta.region_name}, endpoint {endpoint})")
     if found and found["StreamDescription"]["Shards"]:
-        _aws(findings, "streamArn", "dynamodb:GetShardIterator", endpoint, lambda _: "allowed (no record read)",
+        _aws(findings, key, "dynamodb:GetShardIterator", endpoint, lambda _: "allowed (no record read)",
              lambda: dynamodbstreams.get_shard_iterator(
                  StreamArn=arn, ShardId=found["StreamDescription"]["Shards"][0]["ShardId"], ShardIteratorType="LATEST"))
 

@@ -40,6 +40,7 @@ from kcl_mp.config.values import (
     decimal,
     dimension_list,
     duration,
+    former_stream_list,
     integer,
     region,
     stream_arn,
@@ -88,8 +89,8 @@ KEYS: tuple[Key, ...] = (
     _k("streamArn", stream_arn, None, "the stream by ARN (Kinesis, or a DynamoDB table's stream); its name overrides "
        "streamName", "top.stream_arn"),
     # many streams in one application (kcl-mp only; docs/configuration.md, "Many streams")
-    _k("streamArns", stream_arn_list, None, "the application's Kinesis streams by ARN, comma-separated, all in "
-       "the Kinesis client's region (instead of streamName/streamArn)"),
+    _k("streamArns", stream_arn_list, None, "the application's streams by ARN, comma-separated, all in the Kinesis "
+       "client's region (instead of streamName/streamArn): Kinesis streams, or DynamoDB streams (one kind)"),
     _k("streamNames", stream_name_list, None, "or by name, comma-separated, in the region of regionName or "
        "kinesisClient.region"),
     _k("streamListFile", text, None, "or a file of them (ARNs or names, one a line, # comments), read again every "
@@ -99,8 +100,9 @@ KEYS: tuple[Key, ...] = (
     _k("formerStreamsLeasesDeletionStrategy", choices_of(FormerStreamsStrategy), "NO_STREAMS_LEASES_DELETION",
        "the leases of a stream that left the list: kept, or deleted after the next key's wait (those of "
        "formerStreamsToDelete with PROVIDED_STREAMS_DEFERRED_DELETION)", "former_streams.strategy"),
-    _k("formerStreamsToDelete", stream_name_list, (), "PROVIDED_STREAMS_DEFERRED_DELETION: the streams whose leases "
-       "are deleted once out of the list for the wait, by name, comma-separated", "former_streams.provided"),
+    _k("formerStreamsToDelete", former_stream_list, (), "PROVIDED_STREAMS_DEFERRED_DELETION: the streams whose "
+       "leases are deleted once out of the list for the wait, by name or ARN (a DynamoDB stream: by ARN), "
+       "comma-separated", "former_streams.provided"),
     _k("waitPeriodToDeleteFormerStreamsMillis", integer(0), 3600000,
        "how long a stream must stay out of the list before its leases are deleted", "former_streams.wait_ms"),
     _k("tableName", text, None, "DynamoDB lease table (default: applicationName)"),

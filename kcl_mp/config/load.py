@@ -171,7 +171,7 @@ def load_config(
         parsed["streamListFile"] = sections["stream_list"]["file"] = os.path.join(
             os.path.dirname(source), parsed["streamListFile"])
         file_text = read_stream_list(parsed["streamListFile"], settings["streamListFile"].label)
-    listed = parsed.get("streamNames") or tuple(a.rpartition("/")[2] for a in parsed.get("streamArns", ()))
+    listed = parsed.get("streamNames") or tuple(values.stream_of(a)[1] for a in parsed.get("streamArns", ()))
     if file_text is not None:
         listed = ("the streams of streamListFile",)  # named once the file is parsed, below
     if stream_name is None and arn is None:  # a multi-stream application: its names, for messages
@@ -188,6 +188,14 @@ def load_config(
         stream_name = arn_name
     if not stream_name:
         raise ConfigError(f"{source}: missing required key streamName (or streamArn), e.g. streamName = my-stream")
+    initial = _initial_position(parsed, settings, warn, source)
+    stream_keys = _per_stream_values(per_stream)
+    streams = stream_list(parsed, {name: s.label for name, s in settings.items()}, stream_keys, command, initial,
+                          source, file_text)
+    if streams:  # one kind, stream_list checked
+        kind = streams[0].kind
+    if file_text is not None:
+        stream_name = ", ".join(stream.key_name for stream in streams)
 
     if "clientVersionConfig" in settings:  # said at start-up: the mode, and where it came from
         sections["kcl3"]["client_version_config_from"] = settings["clientVersionConfig"].where
@@ -221,17 +229,13 @@ def load_config(
         warn(f"{source}: AwsCredentialsProvider is not set (the Java daemon requires it); "
              "using DefaultCredentialsProvider")
     region = parsed.get("regionName")
-    initial = _initial_position(parsed, settings, warn, source)
     if kind is StreamKind.DYNAMODB and initial.kind == "AT_TIMESTAMP":
         where = settings.get("initialPositionInStreamExtended") or settings["initialPositionInStream"]
-        raise ConfigError(f"{where.label}: DynamoDB Streams have no AT_TIMESTAMP position (streamArn names the "
-                          f"stream of table {stream_name}); use LATEST or TRIM_HORIZON")
-    stream_keys = _per_stream_values(per_stream)
-    streams = stream_list(parsed, {name: s.label for name, s in settings.items()}, stream_keys, command, initial,
-                          source, file_text)
+        named = "the list names the streams of tables" if streams else "streamArn names the stream of table"
+        raise ConfigError(f"{where.label}: DynamoDB Streams have no AT_TIMESTAMP position ({named} {stream_name}); "
+                          "use LATEST or TRIM_HORIZON")
     if file_text is not None:
         sections["stream_list"]["templates"] = templates(stream_keys, command, initial)
-        stream_name = ", ".join(stream.name for stream in streams)
     _former_streams(sections["former_streams"], settings, warn)
     if not streams:
         for name in ("formerStreamsLeasesDeletionStrategy", "waitPeriodToDeleteFormerStreamsMillis",

@@ -94,6 +94,9 @@ class StreamSettings:
     command: tuple[str, ...]  # stream.<name>.executableName, else executableName
     consumer_arn: str | None = None  # stream.<name>.consumerArn: its enhanced fan-out consumer
     creation_epoch: int | None = None  # stream.<name>.creationEpoch; None: the table's leases, else its creation time
+    # A DynamoDB stream is named by its ARN; its name is then the adapter's (values.adapter_stream_name,
+    # what its lease keys carry) and its stream.<table>.* keys are its table's.
+    kind: StreamKind = StreamKind.KINESIS
 
     @property
     def account(self) -> str | None:
@@ -103,6 +106,19 @@ class StreamSettings:
         '123456789012'
         """
         return self.arn.split(":")[4] if self.arn else None
+
+    @property
+    def key_name(self) -> str:
+        """The name its ``stream.<name>.*`` keys use: a DynamoDB stream's table, else its name.
+
+        >>> arn = "arn:aws:dynamodb:us-east-1:123456789012:table/Orders/stream/2026-01-02T03:04:05.678"
+        >>> StreamSettings("us-east-1$123456789012$Orders$2026-01-02T03_04_05.678", arn, InitialPosition(), (),
+        ...                kind=StreamKind.DYNAMODB).key_name
+        'Orders'
+        """
+        if self.kind is StreamKind.DYNAMODB and self.arn:
+            return self.arn.split("/")[1]
+        return self.name
 
 
 @dataclass(frozen=True)

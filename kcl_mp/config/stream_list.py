@@ -12,6 +12,12 @@ would run such a file as one stream, silently):
 - ``fanoutConfig.consumerArn`` (a consumer belongs to one stream: ``stream.<name>.consumerArn``),
   a per-stream key naming a stream not in the list, a consumer ARN of another stream.
 
+DynamoDB streams are listed by ARN (in ``streamArns`` or the file; no names: a table's stream
+changes ARN when it is enabled again), never beside Kinesis streams; each takes the name the
+DynamoDB Streams Kinesis Adapter gives it (``values.adapter_stream_name``), which its lease keys
+carry with the adapter's epoch 1, and its ``stream.<table>.*`` keys are its table's
+(``consumerArn`` and ``creationEpoch`` are refused for it: no fan-out, an epoch fixed at 1).
+
 ``streamListFile`` names the streams in a file instead, one ARN or name a line (``file_streams``
 parses its text, every error naming the file and line): a per-stream key may then name a stream
 the file does not list yet (it applies once the stream is appended), and an empty list is an
@@ -24,8 +30,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from kcl_mp.config.settings import InitialPosition, StreamSettings
-from kcl_mp.config.values import arn_region, command_words, stream_arn_list, stream_name_list
+from kcl_mp.config.settings import InitialPosition, StreamKind, StreamSettings
+from kcl_mp.config.values import (
+    adapter_stream_name,
+    arn_region,
+    command_words,
+    same_kind,
+    stream_arn_list,
+    stream_name_list,
+    stream_of,
+)
 from kcl_mp.errors import ConfigError
 
 Overrides = Mapping[str, Mapping[str, tuple[Any, str]]]  # stream -> key suffix -> (value, where it was set)
@@ -64,7 +78,7 @@ def stream_list(parsed: Mapping[str, Any], labels: Mapping[str, str], overrides:
         return file_streams(file_text, parsed["streamListFile"], region, templates(overrides, command, initial),
                             command, initial)
     if listed[0] == "streamArns":
-        entries = [(arn.rpartition("/")[2], arn, labels["streamArns"]) for arn in parsed["streamArns"]]
+        entries = [(_key_name(arn), arn, labels["streamArns"]) for arn in parsed["streamArns"]]
     else:
         if region is None:
             raise ConfigError(f"{labels['streamNames']}: set regionName (or kinesisClient.region) in {source}: the "
@@ -75,7 +89,8 @@ def stream_list(parsed: Mapping[str, Any], labels: Mapping[str, str], overrides:
         if stream not in arns:
             raise ConfigError(f"{next(iter(keys.values()))[1]}: stream {stream} is not one of {listed[0]} "
                               f"({', '.join(arns)})")
-    return tuple(_stream(name, arn, overrides.get(name, {}), command, initial) for name, arn in arns.items())
+    return tuple(_of_kind(_stream(name, arn, overrides.get(name, {}), command, initial), arn)
+                 for name, arn in arns.items())
 
 
 def templates(overrides: Overrides, command: tuple[str, ...], initial: InitialPosition) -> tuple[StreamSettings, ...]:
@@ -85,12 +100,14 @@ def templates(overrides: Overrides, command: tuple[str, ...], initial: InitialPo
 
 
 def file_streams(text: str, path: str, region: str | None, known: Sequence[StreamSettings],
-                 command: tuple[str, ...], initial: InitialPosition) -> tuple[StreamSettings, ...]:
+                 command: tuple[str, ...], initial: InitialPosition,
+                 kind: StreamKind | None = None) -> tuple[StreamSettings, ...]:
     r"""The streams a list file names, in its order: one ARN or name a line, blank lines and what
     follows a ``#`` left out; a ConfigError names the file and line of the first bad one.
 
     ``known``: the streams with ``stream.<name>.*`` keys (``templates``); the others get
-    ``command`` and ``initial``.
+    ``command`` and ``initial``. ``kind``: the application's, when it runs (a re-read file may
+    not switch it).
 
     >>> text = "# orders first\narn:aws:kinesis:us-east-1:123456789012:stream/orders\n\npayments  # by name\n"
     >>> [(s.name, s.arn) for s in file_streams(text, "streams.txt", "us-east-1", (), ("app",), InitialPosition())]
@@ -98,6 +115,13 @@ def file_streams(text: str, path: str, region: str | None, known: Sequence[Strea
     >>> file_streams("orders\nor ders\n", "streams.txt", "us-east-1", (), ("app",), InitialPosition())
     Traceback (most recent call last):
     kcl_mp.errors.ConfigError: streams.txt line 2: 'or ders' is not a stream name (1-128 of A-Z a-z 0-9 _ . -)
+    >>> ddb = "arn:aws:dynamodb:us-east-1:123456789012:table/Orders/stream/2026-01-02T03:04:05.678"
+    >>> [(s.name, s.kind.value) for s in file_streams(ddb, "streams.txt", None, (), ("app",), InitialPosition())]
+    [('us-east-1$123456789012$Orders$2026-01-02T03_04_05.678', 'dynamodb')]
+    >>> file_streams(f"{ddb}\npayments\n", "streams.txt", "us-east-1", (), ("app",), InitialPosition())
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    kcl_mp.errors.ConfigError: streams.txt line 2: stream payments is named, not by its ARN: ... of one kind
     """
     entries: list[tuple[str, str | None, str]] = []
     for number, line in enumerate(text.splitlines(), 1):
@@ -107,9 +131,16 @@ def file_streams(text: str, path: str, region: str | None, known: Sequence[Strea
         where = f"{path} line {number}"
         try:
             arn = stream_arn_list(value)[0] if value.startswith("arn:") else None
-            name = arn.rpartition("/")[2] if arn else stream_name_list(value)[0]
+            name = _key_name(arn) if arn else stream_name_list(value)[0]
+            same_kind([entry[1] for entry in entries if entry[1]] + [arn] if arn else [])
         except ValueError as exc:
             raise ConfigError(f"{where}: {exc}") from None
+        this_kind = stream_of(arn)[0] if arn else StreamKind.KINESIS
+        if StreamKind.DYNAMODB in (kind, this_kind, *(stream_of(e[1])[0] for e in entries if e[1])) and (
+                arn is None or (kind is not None and this_kind is not kind)):
+            what = f"stream {name} is named, not by its ARN" if arn is None else f"{arn} is a {this_kind.value} stream"
+            raise ConfigError(f"{where}: {what}: a DynamoDB stream is listed by its ARN, and an application reads "
+                              "streams of one kind")
         if arn is None and region is None:
             raise ConfigError(f"{where}: stream {name} is named without a region: set regionName (or "
                               "kinesisClient.region), where the streams are found by name")
@@ -118,7 +149,7 @@ def file_streams(text: str, path: str, region: str | None, known: Sequence[Strea
         raise ConfigError(f"{path}: names no stream (an application needs one at least)")
     arns = _checked(entries, region, "regionName or kinesisClient.region")
     own = {stream.name: stream for stream in known}
-    return tuple(replace(own[name], arn=arn) if name in own else StreamSettings(name, arn, initial, command)
+    return tuple(_of_kind(replace(own.get(name) or StreamSettings(name, None, initial, command), arn=arn), arn)
                  for name, arn in arns.items())
 
 
@@ -145,8 +176,33 @@ def _add(arns: dict[str, str | None], name: str, arn: str | None, where: str) ->
     arns[name] = arn
 
 
+def _key_name(arn: str) -> str:
+    """The name a listed ARN's ``stream.<name>.*`` keys use: a Kinesis stream's, a DynamoDB stream's table."""
+    return stream_of(arn)[1]
+
+
+# The per-stream keys a DynamoDB stream refuses, and why.
+_NOT_FOR_DYNAMODB = (("consumerArn", "DynamoDB streams have no enhanced fan-out"),
+                     ("creationEpoch", "a DynamoDB stream's lease keys carry the adapter's epoch, 1"))
+
+
+def _of_kind(stream: StreamSettings, arn: str | None) -> StreamSettings:
+    """``stream`` (its ``stream.<name>.*`` keys applied) as a DynamoDB stream when ``arn`` is one's:
+    named as the adapter names it, its refused keys named."""
+    if arn is None or stream_of(arn)[0] is not StreamKind.DYNAMODB:
+        return stream
+    for (suffix, why), value in zip(_NOT_FOR_DYNAMODB, (stream.consumer_arn, stream.creation_epoch)):
+        if value is not None:
+            raise ConfigError(f"stream.{stream.name}.{suffix}: {why} (the stream of table {stream.name})")
+    return replace(stream, name=adapter_stream_name(arn), kind=StreamKind.DYNAMODB)
+
+
 def _stream(name: str, arn: str | None, keys: Mapping[str, tuple[Any, str]], command: tuple[str, ...],
             initial: InitialPosition) -> StreamSettings:
+    if arn is not None and stream_of(arn)[0] is StreamKind.DYNAMODB:
+        for suffix, why in _NOT_FOR_DYNAMODB:
+            if suffix in keys:
+                raise ConfigError(f"{keys[suffix][1]}: {why} (the stream of table {name})")
     consumer = keys.get("consumerArn")
     if consumer is not None and f":stream/{name}/consumer/" not in consumer[0]:
         raise ConfigError(f"{consumer[1]} = {consumer[0]!r}: not a consumer of stream {name} "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, get_args
 
 from kcl_mp.config.settings import CredentialProvider, StreamKind
@@ -142,22 +142,50 @@ def stream_of(arn: str) -> tuple[StreamKind, str]:
 
 
 def stream_arn_list(value: str) -> tuple[str, ...]:
-    """``streamArns``: Kinesis streams' ARNs, comma-separated (a DynamoDB stream's is refused: its
-    multi-stream identifier is the adapter's, not supported yet).
+    """``streamArns``: streams' ARNs, comma-separated, all Kinesis streams or all DynamoDB streams
+    (one kind of client reads them all, as in the Java KCL and the adapter).
 
     >>> stream_arn_list("arn:aws:kinesis:us-east-1:123456789012:stream/a, arn:aws:kinesis:us-east-1:1:stream/b")
     ... # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ValueError: 'arn:aws:kinesis:us-east-1:1:stream/b': expected arn:aws:kinesis:<region>:<12-digit account>:...
+    >>> stream_arn_list("arn:aws:kinesis:us-east-1:123456789012:stream/a, "
+    ...                 "arn:aws:dynamodb:us-east-1:123456789012:table/Old/stream/2026-01-02T03:04:05.678")
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: 'arn:aws:dynamodb:...' is a DynamoDB stream's and 'arn:aws:kinesis:...' a Kinesis stream's: ...
     """
     arns = name_list(value)
     for arn in arns:
-        if not _STREAM_ARN.fullmatch(arn):
-            if _DYNAMODB_STREAM_ARN.fullmatch(arn):
-                raise ValueError(f"{arn!r} is a DynamoDB stream's: a multi-stream application reads Kinesis "
-                                 "streams only (for now)")
-            raise ValueError(f"{arn!r}: expected arn:aws:kinesis:<region>:<12-digit account>:stream/<name>")
+        try:
+            stream_arn(arn)
+        except ValueError as exc:
+            raise ValueError(f"{arn!r}: {exc}") from None
+    same_kind(arns)
     return arns
+
+
+def same_kind(arns: Sequence[str]) -> None:
+    """Refuse ARNs of both kinds: an application reads Kinesis streams or DynamoDB streams."""
+    kinds = {stream_of(arn)[0]: arn for arn in arns}
+    if len(kinds) > 1:
+        raise ValueError(f"{kinds[StreamKind.DYNAMODB]!r} is a DynamoDB stream's and {kinds[StreamKind.KINESIS]!r} "
+                         "a Kinesis stream's: an application reads streams of one kind")
+
+
+def adapter_stream_name(arn: str) -> str:
+    """The name the DynamoDB Streams Kinesis Adapter gives a DynamoDB stream inside the KCL
+    (``KinesisMapperUtil.createKinesisStreamIdentifierFromDynamoDBStreamsArn``): region, account,
+    table and label joined by ``$``, the label's colons made ``_``; a multi-stream lease key
+    carries it with epoch 1.
+
+    >>> adapter_stream_name("arn:aws:dynamodb:us-east-1:123456789012:table/Orders/stream/2026-01-02T03:04:05.678")
+    'us-east-1$123456789012$Orders$2026-01-02T03_04_05.678'
+    """
+    match = _DYNAMODB_STREAM_ARN.fullmatch(arn)
+    assert match, arn
+    _, _, _, region, account, _ = arn.split(":", 5)
+    return "$".join((region, account, match.group(1), match.group(2).replace(":", "_")))
 
 
 def arn_region(arn: str) -> str:
@@ -172,6 +200,26 @@ def stream_name_list(value: str) -> tuple[str, ...]:
         if not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", name):
             raise ValueError(f"{name!r} is not a stream name (1-128 of A-Z a-z 0-9 _ . -)")
     return names
+
+
+def former_stream_list(value: str) -> tuple[str, ...]:
+    """``formerStreamsToDelete``: streams by name or ARN, comma-separated, each as its lease keys
+    name it (a DynamoDB stream, by its ARN only, as the adapter names it).
+
+    >>> former_stream_list("orders, arn:aws:dynamodb:us-east-1:123456789012:table/Old/stream/2026-01-02T03:04:05.678")
+    ('orders', 'us-east-1$123456789012$Old$2026-01-02T03_04_05.678')
+    """
+    names = []
+    for entry in name_list(value):
+        if entry.startswith("arn:"):
+            try:
+                kind, name = stream_of(stream_arn(entry))
+            except ValueError as exc:
+                raise ValueError(f"{entry!r}: {exc}") from None
+            names.append(adapter_stream_name(entry) if kind is StreamKind.DYNAMODB else name)
+        else:
+            names.extend(stream_name_list(entry))
+    return tuple(names)
 
 
 def name_list(value: str) -> tuple[str, ...]:

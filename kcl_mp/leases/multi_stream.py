@@ -31,6 +31,7 @@ from dataclasses import dataclass
 STREAM_ID = "streamName"
 SHARD_ID_ATTRIBUTE = "shardId"
 _IDENTIFIER = re.compile(r"([0-9]+):([^:]+):([0-9]+)")
+ADAPTER_EPOCH = 1  # a DynamoDB stream's: the adapter's StreamsSchedulerFactory.createMultiStreamTracker
 _MS_2001 = 10**12  # 2001-09-09 in ms since 1970: an epoch at least this is a creation time in ms
 
 

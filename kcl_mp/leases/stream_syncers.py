@@ -5,8 +5,10 @@ syncer's interface the lease coordinator and the supervisor call (``describe_str
 Each stream's lease keys carry its identifier (``leases.multi_stream``): its account, from
 DescribeStreamSummary at start-up, and its creation epoch, chosen once by ``choose_epoch`` from
 the first view of the whole table this host syncs from (the leader's in a 3.x fleet, every
-host's in a 2.x one). A host that only reads a shard to its end creates its children under
-that lease's own identifier, so it never needs to choose.
+host's in a 2.x one). A DynamoDB stream's is the adapter's: its ARN's account, the adapter's
+name for it, epoch 1 (DescribeStream at start-up only checks that it can be read). A host
+that only reads a shard to its end creates its children under that lease's own identifier, so
+it never needs to choose.
 """
 
 from __future__ import annotations
@@ -15,15 +17,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kcl_mp.config import Config
-from kcl_mp.config.settings import StreamSettings
+from kcl_mp.config.settings import StreamKind, StreamSettings
 from kcl_mp.errors import ConfigError
 from kcl_mp.leases.lease import Lease
-from kcl_mp.leases.multi_stream import StreamIdentifier, choose_epoch, split_key
+from kcl_mp.leases.multi_stream import ADAPTER_EPOCH, StreamIdentifier, choose_epoch, split_key
 from kcl_mp.leases.shard_syncer import ShardSyncer, TableView
 from kcl_mp.leases.table import LeaseTable
 from kcl_mp.logs import ShardLog
 from kcl_mp.retrieval import kinesis_shards
-from kcl_mp.retrieval.kinesis_stream import KinesisStream
+from kcl_mp.retrieval.streams import listed_stream
 
 
 class StreamSyncers:
@@ -44,7 +46,10 @@ class StreamSyncers:
     def describe(self, stream: StreamSettings) -> str:
         """DescribeStreamSummary of ``stream``, at start-up or when it is appended to the list (a
         ConfigError names one that does not exist); its ARN."""
-        self.described[stream.name] = kinesis_shards.describe_summary(self.client, stream.name, stream.arn)
+        if stream.kind is StreamKind.DYNAMODB:
+            self.described[stream.name] = (listed_stream(self.config, self.client, stream).describe(), ADAPTER_EPOCH)
+        else:
+            self.described[stream.name] = kinesis_shards.describe_summary(self.client, stream.name, stream.arn)
         return self.described[stream.name][0]
 
     def streams_changed(self, streams: tuple[StreamSettings, ...]) -> None:
@@ -94,6 +99,11 @@ class StreamSyncers:
     def _choose(self, stream: StreamSettings) -> StreamIdentifier:
         arn, created_ms = self.described[stream.name]
         account = arn.split(":")[4]
+        if stream.kind is StreamKind.DYNAMODB:
+            identifier = StreamIdentifier(account, stream.name, ADAPTER_EPOCH)
+            self.log.info("stream of table %s: lease keys %s:<shard id> (the DynamoDB Streams adapter's)",
+                          stream.key_name, identifier.serialized)
+            return identifier
         choice = choose_epoch(account, stream.name, self.view.last_seen, stream.creation_epoch, created_ms)
         if choice is None:  # not reached: DescribeStreamSummary always gives the creation time
             raise ConfigError(f"stream {stream.name}: no creation epoch; set stream.{stream.name}.creationEpoch")
@@ -109,7 +119,7 @@ class StreamSyncers:
             stream = self.known[identifier.name]
             self.syncers[identifier] = ShardSyncer(
                 self.config, self.table, self.client, self.log, self.view,
-                stream=KinesisStream(self.client, stream.name, stream.arn, by_arn=stream.arn is not None),
+                stream=listed_stream(self.config, self.client, stream),
                 identifier=identifier,
                 initial=stream.initial_position)
         return self.syncers[identifier]

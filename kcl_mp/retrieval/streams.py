@@ -1,7 +1,8 @@
 """The stream a configuration names, behind the seam (``stream.Stream``): its client, its
 implementation, the stream a lease reads and the fetcher that reads one of its shards.
 
-``Config.stream_kind`` (decided once, from ``streamArn``) picks Kinesis or DynamoDB Streams.
+``Config.stream_kind`` (decided once, from ``streamArn`` or the list's ARNs) picks Kinesis or
+DynamoDB Streams: a multi-stream application reads streams of one kind.
 A multi-stream application's lease names its stream in its key (``leases.multi_stream``):
 ``lease_stream`` finds that stream's settings, so each lease reads its own stream with its own
 processor, and tells that processor which stream it reads.
@@ -21,6 +22,7 @@ from kcl_mp.aws.clients import DEFAULT_LIMITS, ClientLimits
 from kcl_mp.aws.clients import client as aws_client
 from kcl_mp.config import Config, InitialPosition
 from kcl_mp.config.settings import StreamKind, StreamSettings
+from kcl_mp.config.values import stream_of
 from kcl_mp.leases.multi_stream import split_key
 from kcl_mp.multilang.wire import make_batch
 from kcl_mp.retrieval.dynamodb_stream import DynamoDBStream
@@ -89,6 +91,15 @@ def lease_stream(config: Config, key: str, stream: StreamSettings | None = None)
                        by_arn=stream.arn is not None)
 
 
+def listed_stream(config: Config, client: Any, stream: StreamSettings | LeaseStream) -> Stream:
+    """One stream of a multi-stream application (its settings, or a lease's), over ``client``."""
+    if config.stream_kind is StreamKind.DYNAMODB:
+        assert stream.arn is not None  # stream_list: a DynamoDB stream is listed by its ARN
+        return DynamoDBStream(client, stream.arn, stream_of(stream.arn)[1], config.dynamodb_streams)
+    by_arn = stream.by_arn if isinstance(stream, LeaseStream) else stream.arn is not None
+    return KinesisStream(client, stream.name, stream.arn, by_arn=by_arn)
+
+
 def open_stream(config: Config, client: Any) -> Stream:
     """The configured stream, over ``client`` (``stream_client``'s)."""
     if config.stream_kind is StreamKind.DYNAMODB:
@@ -108,6 +119,5 @@ def open_fetcher(config: Config, client: Any, stream: LeaseStream, start: Extend
                              log, pool=pool, consumer_arn=consumer_arn)
     keyless = config.stream_kind is StreamKind.DYNAMODB and config.dynamodb_streams.record_format == "ADAPTER_V1"
     encode = partial(make_batch, keyless=True) if keyless else make_batch
-    source = (KinesisStream(client, stream.name, stream.arn, by_arn=stream.by_arn) if config.streams
-              else open_stream(config, client))
+    source = listed_stream(config, client, stream) if config.streams else open_stream(config, client)
     return Fetcher(source, shard_id, start, initial, config.retrieval, encode, log, pool=pool)

@@ -130,7 +130,8 @@ class StreamChanges:
         try:
             text = read_stream_list(path, "streamListFile")
             streams = file_streams(text, path, self.config.kinesis.region, self.config.stream_list.templates,
-                                   self.config.processor.command, self.config.initial_position)
+                                   self.config.processor.command, self.config.initial_position,
+                                   self.config.stream_kind)
         except ConfigError as exc:
             if str(exc) != self.refused:
                 self.log.error("%s: keeping the last good list (%s)", exc, ", ".join(self.listed),

@@ -13,6 +13,9 @@ from pathlib import Path
 import boto3
 import pytest
 
+from kcl_mp.config.values import adapter_stream_name
+from kcl_mp.leases.multi_stream import split_key
+
 from ..support.dynamodb_streams import make_table
 from ..support.harness import (
     RECORDER,
@@ -20,6 +23,7 @@ from ..support.harness import (
     Daemon,
     base_properties,
     changes_delivered,
+    log_lines,
     recorded,
     wait_until,
     write_properties,
@@ -76,21 +80,28 @@ def test_start_up_errors_name_what_is_wrong(tmp_path, moto_url, dynamodb, unique
     assert not [t for t in tables if t.startswith(unique_name + "-") and t[-2:] in ("-a", "-b", "-c", "-d", "-e")]
 
 
-def test_embedded_runs_a_dynamodb_stream_locally(tmp_path):
+@pytest.mark.parametrize("key", ["streamArn", "streamArns"])
+def test_embedded_runs_a_dynamodb_stream_locally(tmp_path, key):
+    """One table's stream, or two by streamArns: each table created on the embedded emulator and
+    read through the stream it got there (the emulator names its streams itself)."""
     out = tmp_path / "out"
     out.mkdir()
-    arn = "arn:aws:dynamodb:us-east-1:123456789012:table/orders/stream/2026-01-01T00:00:00.000"
+    tables = ["orders"] if key == "streamArn" else ["orders", "payments"]
+    arns = [f"arn:aws:dynamodb:us-east-1:123456789012:table/{table}/stream/2026-01-01T00:00:00.000" for table in tables]
     props = write_properties(tmp_path / "app.properties", executableName=f"{sys.executable} {RECORDER}",
-                             applicationName="orders-app", streamArn=arn, metricsLevel="NONE")
+                             applicationName="orders-app", metricsLevel="NONE", **{key: ",".join(arns)})
     daemon = Daemon(props, tmp_path / "run.log", "--embedded", "--embedded-shards", "2",
                     env={"RECORDER_DIR": str(out)})
     try:
-        wait_until(lambda: len({e["_shard"] for e in recorded(out) if e.get("event") == "initialize"}) == 2, 60,
-                   "a processor on each of the two shards")
+        wait_until(lambda: len({e["_shard"] for e in recorded(out) if e.get("event") == "initialize"}) == 2 * len(tables),
+                   60, f"a processor on each of the {2 * len(tables)} shards")
         daemon.stop_gracefully()
     finally:
         daemon.kill()
-    assert "created table orders with a stream of 2 shards" in daemon.output()
+    output = daemon.output()
+    for table in tables:
+        assert f"created table {table} with a stream of 2 shards" in output
+        assert f"reading table {table}'s stream on the emulator: arn:aws:dynamodb:us-east-1:123456789012:table/{table}/" in output
 
 
 def _write(dynamodb, table: str, rounds: list[int]) -> list[tuple[str, str]]:
@@ -101,6 +112,10 @@ def _write(dynamodb, table: str, rounds: list[int]) -> list[tuple[str, str]]:
             dynamodb.put_item(TableName=table, Item={"pk": {"S": key}, "v": {"N": str(round_)}})
             expected.append((key, "INSERT" if round_ == 0 else f"MODIFY {round_}"))
     return expected
+
+
+def _lease_keys(dynamodb, app: str) -> list[str]:
+    return [item["leaseKey"]["S"] for item in dynamodb.scan(TableName=app, ConsistentRead=True)["Items"]]
 
 
 def _owners(dynamodb, app: str) -> set[str]:
@@ -221,12 +236,108 @@ def test_a_lease_table_written_by_the_1x_streams_daemon_is_taken_over_from_its_c
     assert lease["checkpoint"]["S"] == delivered[-1]["seq"]  # the final checkpoint, where the 1.x daemon reads it
 
 
-def test_check_config_checks_the_dynamodb_stream(tmp_path, moto_url, dynamodb, unique_name):
-    arn = make_table(dynamodb, unique_name)
-    props = _properties(tmp_path, moto_url, arn, unique_name + "-app")
+@pytest.mark.parametrize("key", ["streamArn", "streamArns"])
+def test_check_config_checks_the_dynamodb_stream(tmp_path, moto_url, dynamodb, unique_name, key):
+    """The stream, or each of a list's, described and an iterator got, under the key that names it."""
+    tables = [unique_name] if key == "streamArn" else [f"{unique_name}-{n}" for n in range(2)]
+    arns = [make_table(dynamodb, table) for table in tables]
+    props = _properties(tmp_path, moto_url, ",".join(arns), unique_name + "-app", key)
     run = subprocess.run([sys.executable, "-m", "kcl_mp", "check-config", "-p", str(props)], cwd=ROOT,
                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert run.returncode == 0, run.stdout + run.stderr
     for call in ("dynamodb:DescribeStream", "dynamodb:GetShardIterator"):
-        assert any(line.strip().startswith("ok") and call in line for line in run.stdout.splitlines()), run.stdout
-    assert f"the stream of table {unique_name} is ENABLED" in run.stdout
+        found = [line for line in run.stdout.splitlines() if line.strip().startswith("ok") and call in line]
+        assert len(found) == len(tables), run.stdout
+    for table in tables:
+        assert f"the stream of table {table} is ENABLED" in run.stdout
+        assert key == "streamArn" or f"streamArns ({table})" in run.stdout, run.stdout
+
+
+@pytest.mark.parametrize("mode", ["CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X"])
+def test_three_tables_streams_in_one_application_through_rollovers_and_a_host_sigkill(
+        mode, tmp_path, moto_url, dynamodb, steer, unique_name):
+    """Three tables' streams (2 shards each; by streamArns, or a list file that gains the third while
+    running), two hosts, in both KCL modes: every change
+    of every table delivered, in order per item, to a processor of its own table's stream told which
+    (KCL_STREAM_IDENTIFIER); what is delivered twice is only host a's unchecked tail after its
+    SIGKILL; the leases are the adapter's multi-stream items (identifier account:region$account$table$label:1)."""
+    steer(action="configure", shards=2)
+    tables = [f"{unique_name}-t{i}" for i in range(3)]
+    arns = {table: make_table(dynamodb, table) for table in tables}
+    app = unique_name + "-app"
+    out = tmp_path / "out"
+    out.mkdir()
+    props = base_properties(moto_url, app, app, f"{sys.executable} {RECORDER}", failoverTimeMillis=4000,
+                            clientVersionConfig=mode)
+    for key in ("streamName", "maxRecords"):
+        del props[key]
+    # streamArns in one mode; in the other a list file, the third table's stream appended while running
+    listing = tmp_path / "streams.txt"
+    listing.write_text("".join(f"{arns[table]}\n" for table in tables[:2]))
+    listed = ({"streamArns": ",".join(arns.values())} if mode.endswith("3X")
+              else {"streamListFile": listing.name, "streamListReadIntervalMillis": 1000})
+    props = write_properties(tmp_path / "app.properties", **listed, **props)
+    hosts = {name: Daemon(props, tmp_path / f"{name}.log", "--log-format", "json", "--set", f"workerId={name}",
+                          env={"RECORDER_DIR": str(out), "RECORDER_HOST": name, "RECORDER_CHECKPOINT_EVERY": "1",
+                               "RECORDER_STDERR_ENV": "KCL_STREAM_IDENTIFIER"})
+             for name in ("a", "b")}
+    expected: list[tuple[str, str]] = []
+
+    def write(round_: int) -> None:
+        for table in tables:
+            for n in range(4):
+                key = f"{table}-k{n}"
+                dynamodb.put_item(TableName=table, Item={"pk": {"S": key}, "v": {"N": str(round_)}})
+                expected.append((key, "INSERT" if round_ == 0 else f"MODIFY {round_}"))
+
+    try:
+        wait_until(lambda: _owners(dynamodb, app) == {"a", "b"}, 60, "both hosts holding leases")
+        if "streamListFile" in listed:
+            listing.write_text(listing.read_text() + f"{arns[tables[2]]}  # appended\n")
+            wait_until(lambda: sum(f"${tables[2]}$" in key for key in _lease_keys(dynamodb, app)) == 2, 30,
+                       f"the leases of {tables[2]}'s stream, appended to {listing.name}")
+        write(0)
+        steer(action="rollover", table=tables[0])
+        for round_ in range(1, 60):  # until host a delivered some and holds an open lease: its SIGKILL costs
+            write(round_)
+            time.sleep(1.0)
+            if "a" in {d["host"] for d in changes_delivered(out)} and "a" in _owners(dynamodb, app):
+                break
+        else:
+            raise AssertionError("host a never delivered records while holding an open lease")
+        hosts["a"].kill()
+        steer(action="rollover", table=tables[1])
+        write(100)
+        wait_until(lambda: {(d["key"], d["change"]) for d in changes_delivered(out)} >= set(expected), 90,
+                   f"all {len(expected)} changes of the three tables delivered after host a's SIGKILL")
+        hosts["b"].stop_gracefully()
+    finally:
+        for daemon in hosts.values():
+            daemon.kill()
+
+    delivered = changes_delivered(out)
+    first: dict[tuple[str, str], dict] = {}
+    for entry in delivered:
+        first.setdefault((entry["key"].rpartition("-k")[0], entry["seq"]), entry)
+    assert len(first) == len(expected)
+    for key in {k for k, _ in expected}:
+        assert [d["change"] for d in first.values() if d["key"] == key] == [c for k, c in expected if k == key], key
+    replayed = [d for d in delivered if first[d["key"].rpartition("-k")[0], d["seq"]] is not d]
+    assert all(first[d["key"].rpartition("-k")[0], d["seq"]]["host"] == "a" and d["host"] == "b" for d in replayed)
+    account = next(iter(arns.values())).split(":")[4]
+    identifiers = {f"{account}:{adapter_stream_name(arn)}:1": table for table, arn in arns.items()}
+
+    items = [item for item in dynamodb.scan(TableName=app, ConsistentRead=True)["Items"] if "leaseCounter" in item
+             and item.get("entityType", {"S": "LEASE"}) == {"S": "LEASE"}]
+    assert len(items) == 3 * 2 + 2 * 2  # each table's two roots, the two rolled-over tables' children
+    for item in items:
+        split = split_key(item["leaseKey"]["S"])
+        assert split is not None and split[0].serialized in identifiers, item
+        assert (item["streamName"], item["shardId"]) == ({"S": split[0].serialized}, {"S": split[1]}), item
+
+    told = {entry["shard"]: entry["msg"].rpartition("=")[2] for daemon in hosts.values()
+            for _, entry in log_lines(daemon.output()) if entry["msg"].startswith("processor stderr: KCL_STREAM_IDENTIFIER=")}
+    assert set(told) == {item["leaseKey"]["S"] for item in items}, told
+    assert all(key.rpartition(":")[0] == identifier for key, identifier in told.items()), told
+    for pid in {d["_pid"] for d in delivered}:  # each processor read its lease's table only
+        assert len({d["key"].rpartition("-k")[0] for d in delivered if d["_pid"] == pid}) == 1, pid

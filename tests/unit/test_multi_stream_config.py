@@ -13,7 +13,8 @@ import pytest
 
 from kcl_mp.cli import check_startable
 from kcl_mp.config import InitialPosition, load_config
-from kcl_mp.config.settings import FormerStreamsSettings, StreamSettings
+from kcl_mp.config.settings import FormerStreamsSettings, StreamKind, StreamSettings
+from kcl_mp.config.stream_list import file_streams
 from kcl_mp.errors import ConfigError
 
 BASE = {
@@ -27,6 +28,10 @@ ACCOUNT = "123456789012"
 
 def arn(name: str, region: str = "us-east-1", account: str = ACCOUNT) -> str:
     return f"arn:aws:kinesis:{region}:{account}:stream/{name}"
+
+
+def ddb(table: str, label: str = "2026-01-02T03:04:05.678", region: str = "us-east-1") -> str:
+    return f"arn:aws:dynamodb:{region}:{ACCOUNT}:table/{table}/stream/{label}"
 
 
 def load(tmp_path: Path, drop: tuple[str, ...] = (), **keys: str) -> Any:
@@ -70,6 +75,28 @@ def test_streams_and_their_settings(tmp_path, keys: dict[str, str], expected: li
     assert config.warnings == ()
 
 
+def test_dynamodb_streams_by_arn_named_as_the_adapter_names_them(tmp_path) -> None:
+    """streamArns of DynamoDB streams: each named region$account$table$label (its lease keys' name),
+    its stream.<table>.* keys applied, the application a DynamoDB Streams one (polling)."""
+    config = load(tmp_path, streamArns=f"{ddb('Orders')}, {ddb('Payments', '2026-01-05T10:00:00.000')}",
+                  **{"stream.Payments.executableName": "node p.js", "initialPositionInStream": "TRIM_HORIZON",
+                     "stream.Orders.initialPositionInStream": "LATEST"})
+    assert config.streams == (
+        StreamSettings(f"us-east-1${ACCOUNT}$Orders$2026-01-02T03_04_05.678", ddb("Orders"), LATEST, APP,
+                       kind=StreamKind.DYNAMODB),
+        StreamSettings(f"us-east-1${ACCOUNT}$Payments$2026-01-05T10_00_00.000", ddb("Payments", "2026-01-05T10:00:00.000"),
+                       InitialPosition("TRIM_HORIZON"), ("node", "p.js"), kind=StreamKind.DYNAMODB))
+    assert [stream.key_name for stream in config.streams] == ["Orders", "Payments"]
+    assert config.stream_kind is StreamKind.DYNAMODB and config.retrieval.mode == "POLLING"
+    assert config.stream_name == "Orders, Payments" and config.warnings == ()
+
+
+def test_a_former_dynamodb_stream_is_named_by_its_arn(tmp_path) -> None:
+    config = load(tmp_path, streamArns=ddb("Orders"), formerStreamsLeasesDeletionStrategy="PROVIDED_STREAMS_DEFERRED_DELETION",
+                  formerStreamsToDelete=ddb("Old"))
+    assert config.former_streams.provided == (f"us-east-1${ACCOUNT}$Old$2026-01-02T03_04_05.678",)
+
+
 @pytest.mark.parametrize("keys,mode", [
     ({}, "FANOUT"), ({"retrievalMode": "DEFAULT"}, "FANOUT"), ({"retrievalMode": "FANOUT", "maxRecords": "100"}, "FANOUT"),
     ({"maxRecords": "100"}, "POLLING"), ({"retrievalMode": "POLLING"}, "POLLING")])
@@ -109,9 +136,25 @@ ERRORS: list[tuple[str, dict[str, Any], str]] = [
      "app.properties line 4: streamNames: set regionName (or kinesisClient.region)"),
     ("a stream listed twice", {"streamArns": f"{arn('a')},{arn('a', account='210987654321')}"},
      "streamArns: stream a is listed twice"),
-    ("a DynamoDB stream in the list",
-     {"streamArns": "arn:aws:dynamodb:us-east-1:123456789012:table/Orders/stream/2026-01-01T00:00:00.000"},
-     "is a DynamoDB stream's: a multi-stream application reads Kinesis streams only"),
+    ("DynamoDB and Kinesis streams in one list", {"streamArns": f"{ddb('Orders')},{arn('a')}"},
+     f"{ddb('Orders')!r} is a DynamoDB stream's and {arn('a')!r} a Kinesis stream's: an application reads streams "
+     "of one kind"),
+    ("a DynamoDB table's ARN, not its stream's", {"streamArns": ddb("Orders").partition("/stream/")[0]},
+     "a DynamoDB table's ARN, not its stream's: use the table's LatestStreamArn"),
+    ("no enhanced fan-out for a DynamoDB stream",
+     {"streamArns": ddb("Orders"), "stream.Orders.consumerArn": "c"},
+     "app.properties line 6: stream.Orders.consumerArn: DynamoDB streams have no enhanced fan-out (the stream of "
+     "table Orders)"),
+    ("a DynamoDB stream's epoch is the adapter's",
+     {"streamArns": ddb("Orders"), "stream.Orders.creationEpoch": "5"},
+     "stream.Orders.creationEpoch: a DynamoDB stream's lease keys carry the adapter's epoch, 1"),
+    ("DynamoDB streams: FANOUT", {"streamArns": ddb("Orders"), "retrievalMode": "FANOUT"},
+     "retrievalMode = 'FANOUT': DynamoDB Streams have no enhanced fan-out; use POLLING"),
+    ("DynamoDB streams: AT_TIMESTAMP", {"streamArns": ddb("Orders"), "initialPositionInStream": "AT_TIMESTAMP",
+                                        "initialPositionInStreamExtended": "1700000000"},
+     "DynamoDB Streams have no AT_TIMESTAMP position (the list names the streams of tables Orders)"),
+    ("two streams of one table", {"streamArns": f"{ddb('Orders')},{ddb('Orders', '2026-02-01T00:00:00.000')}"},
+     "streamArns: stream Orders is listed twice"),
     ("a bad stream name", {"streamNames": "a,b c"}, "streamNames = 'a,b c': 'b c' is not a stream name"),
     ("a per-stream key of a stream not listed", {"streamNames": "a", "stream.b.executableName": "x"},
      "app.properties line 6: stream.b.executableName: stream b is not one of streamNames (a)"),
@@ -167,6 +210,23 @@ def test_a_stream_list_file_names_the_streams_and_keeps_the_overrides_of_streams
     assert load(tmp_path, streamNames="a").stream_list.file is None
 
 
+def test_a_stream_list_file_of_dynamodb_streams_and_a_reread_that_switches_kind(tmp_path) -> None:
+    """Tables' streams by ARN, their stream.<table>.* keys applied (also to one the file lists later);
+    a file read again while running may not bring a stream of the other kind."""
+    (tmp_path / "streams.txt").write_text(f"{ddb('Orders')}\n")
+    config = load(tmp_path, streamListFile="streams.txt", **{"stream.Later.executableName": "node l.js"})
+    assert [(s.key_name, s.kind) for s in config.streams] == [("Orders", StreamKind.DYNAMODB)]
+    assert config.stream_kind is StreamKind.DYNAMODB and config.stream_name == "Orders"
+    later = file_streams(f"{ddb('Orders')}\n{ddb('Later')}\n", "streams.txt", "us-east-1", config.stream_list.templates,
+                         APP, LATEST, config.stream_kind)
+    assert [(s.name, s.command) for s in later] == [(f"us-east-1${ACCOUNT}$Orders$2026-01-02T03_04_05.678", APP),
+                                                    (f"us-east-1${ACCOUNT}$Later$2026-01-02T03_04_05.678", ("node", "l.js"))]
+    with pytest.raises(ConfigError, match="streams.txt line 1: .* is a kinesis stream: a DynamoDB stream is listed"):
+        file_streams(f"{arn('a')}\n", "streams.txt", "us-east-1", (), APP, LATEST, StreamKind.DYNAMODB)
+    with pytest.raises(ConfigError, match="streams.txt line 1: .* is a dynamodb stream: a DynamoDB stream is listed"):
+        file_streams(f"{ddb('Orders')}\n", "streams.txt", "us-east-1", (), APP, LATEST, StreamKind.KINESIS)
+
+
 # id, the file's text (None: no file), keys, the error's part ({path}: the properties, {file}: the list)
 FILE_ERRORS: list[tuple[str, str | None, dict[str, str], str]] = [
     ("beside streamNames, naming both keys", "a\n", {"streamNames": "a"},
@@ -177,6 +237,12 @@ FILE_ERRORS: list[tuple[str, str | None, dict[str, str], str]] = [
     ("an ARN of another region, by file and line", f"{arn('a', 'eu-west-1')}\n", {},
      "{file} line 1: " + arn("a", "eu-west-1") + " is in region eu-west-1, not in the Kinesis client's us-east-1"),
     ("a stream twice", "a\nb\na\n", {}, "{file} line 3: stream a is listed twice"),
+    ("a DynamoDB stream beside a Kinesis one", f"{arn('a')}\n{ddb('Orders')}\n", {},
+     "{file} line 2: " + f"{ddb('Orders')!r} is a DynamoDB stream's and {arn('a')!r} a Kinesis stream's"),
+    ("a name beside a DynamoDB stream", f"{ddb('Orders')}\npayments\n", {},
+     "{file} line 2: stream payments is named, not by its ARN: a DynamoDB stream is listed by its ARN"),
+    ("a DynamoDB stream's refused key, once the file lists it", f"{ddb('Orders')}\n", {"stream.Orders.creationEpoch": "3"},
+     "stream.Orders.creationEpoch: a DynamoDB stream's lease keys carry the adapter's epoch, 1"),
     ("no stream at all", "# nothing yet\n", {}, "{file}: names no stream"),
     ("a file that cannot be read", None, {}, "{path} line 5: streamListFile: cannot read {file}: No such file"),
     ("PROVIDED needs its list", "a\n", {"formerStreamsLeasesDeletionStrategy": "PROVIDED_STREAMS_DEFERRED_DELETION"},
