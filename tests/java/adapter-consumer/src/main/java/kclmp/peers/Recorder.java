@@ -7,11 +7,14 @@ import java.nio.file.Path;
 
 /**
  * The tests' recorder ({@link RecordLog}) for the Java adapter: a record's data is the adapter's
- * JSON of the stream record.
+ * JSON of the stream record. The adapter takes only a {@link DynamoDBStreamsShardRecordProcessor}
+ * (its processRecords gets the adapter's records), so the multi-stream consumer's processors are
+ * this one too, with the stream identifier of their lease, not tests/java/multistream-consumer's.
  */
 final class Recorder extends RecordingProcessor implements DynamoDBStreamsShardRecordProcessor {
-    Recorder(Path dir, String worker, int every) {
-        super(dir, worker, null, every);
+    /** ``stream``: the serialized stream identifier of a multi-stream lease, else null. */
+    Recorder(Path dir, String worker, String stream, int every) {
+        super(dir, worker, stream, every);
     }
 
     @Override
