@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/spark_landing.py listing [--files 100000] [--shards 100] [--threads 16]
                                                     [--triggers 3] [--quiet-load 1.0 --quiet-wait 7200]
-    .venv/bin/python bench/spark_landing.py latency [--seconds 60] [--rate 20]
+    .venv/bin/python bench/spark_landing.py latency [--seconds 60] [--rate 20] [--python PATH]
 
 listing   lands ``--files`` small files over ``--shards`` shards into moto's S3 (a thread pool of
           PutObjects; the time is quoted), then plans an idle trigger from offsets at each
@@ -39,7 +39,7 @@ from pathlib import Path
 import boto3
 import pyarrow.parquet as pq
 
-from kcl_mp.devtools.spark_local import local_spark_env
+from kcl_mp.devtools.spark_local import job_env, local_spark_env
 from kcl_mp.embedded import EMBEDDED_ENV, ensure_stream, start_emulator
 from kcl_mp.spark.layout import floor_key
 from kcl_mp.spark.sink import landing_file
@@ -141,12 +141,14 @@ def latency(args: argparse.Namespace) -> None:
             "dynamoDBEndpoint": emulator.url, "initialPositionInStream": "TRIM_HORIZON", "metricsLevel": "NONE",
             "idleTimeBetweenReadsInMillis": 200, "callProcessRecordsEvenForEmptyRecordList": "true"}.items()))
         env = {**os.environ, **SPARK_ENV}
+        job = job_env(args.python)  # the job (and its workers) on --python: e.g. a venv of the wheel
         processes.append(subprocess.Popen([sys.executable, "-m", "kcl_mp", "--properties", str(work / "app.properties")],
                                           cwd=ROOT, env=env, stdout=open(work / "kcl-mp.log", "wb"),
                                           stderr=subprocess.STDOUT, start_new_session=True))
-        processes.append(subprocess.Popen([sys.executable, "-m", "kcl_mp.spark.job", "--landing", str(landing),
+        processes.append(subprocess.Popen([args.python, "-m", "kcl_mp.spark.job", "--landing", str(landing),
                                            "--output", str(table), "--checkpoint", str(checkpoint),
-                                           "--processing-time", "5 seconds"], cwd=ROOT, env=env,
+                                           "--processing-time", "5 seconds"],
+                                          cwd=ROOT if args.python == sys.executable else work, env=job,
                                           stdout=open(work / "job.log", "wb"), stderr=subprocess.STDOUT,
                                           start_new_session=True))
         time.sleep(20)  # the JVM and the first leases
@@ -199,6 +201,9 @@ def main() -> None:
     two = sub.add_parser("latency")
     two.add_argument("--seconds", type=float, default=60)
     two.add_argument("--rate", type=float, default=20)
+    two.add_argument("--python", default=os.environ.get("KCLMP_SPARK_PYTHON", sys.executable),
+                     help="the job's interpreter (default $KCLMP_SPARK_PYTHON, else this one): a venv with the "
+                          "wheel on a cluster's PySpark")
     args = p.parse_args()
     listing(args) if args.what == "listing" else latency(args)
 

@@ -31,6 +31,16 @@ def local_spark_env(python: str = sys.executable, jars: Iterable[str] = ()) -> d
     return env
 
 
+def job_env(python: str = sys.executable, jars: Iterable[str] = (), drop: Iterable[str] = ()) -> dict[str, str]:
+    """This process's environment (less the names in ``drop``) with :func:`local_spark_env`'s on
+    top, for a job on ``python``. On another interpreter, less an inherited ``SPARK_HOME`` too:
+    one made for this interpreter's PySpark holds another Spark's jars (a 4.0 PySpark on 4.3's
+    jars fails unpickling its own data source)."""
+    other = os.path.abspath(python) != os.path.abspath(sys.executable)
+    dropped = {*drop, *(("SPARK_HOME",) if other else ())}
+    return {**{k: v for k, v in os.environ.items() if k not in dropped}, **local_spark_env(python, jars)}
+
+
 def spark_home_without_zips() -> str | None:
     """A ``SPARK_HOME`` holding only links to the installed PySpark's ``bin`` and ``jars``.
     Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on each Python worker's path, and a

@@ -24,7 +24,7 @@ from deltalake import DeltaTable
 
 import kcl_mp
 from kcl_mp.cli.check_processor import load_scenarios
-from kcl_mp.devtools.spark_local import local_spark_env
+from kcl_mp.devtools.spark_local import job_env
 from kcl_mp.spark.layout import START
 from kcl_mp.spark.storage import Storage
 
@@ -167,9 +167,9 @@ def test_the_spark_extra_leaves_the_clusters_pyspark_in_place(tmp_path):
     """A fresh venv with an older PySpark already installed, as on a cluster: ``pip install
     <wheel>[spark]`` (from PyPI, through a cache kept in .cache/pip) brings the table-format
     libraries (SQLAlchemy for pyiceberg's SQL catalog among them) and leaves that PySpark as it
-    was; ``kcl_mp.spark`` imports. (No SPARK_HOME from this process: the Spark tests before it
-    set this checkout's, whose jars are another Spark's.)"""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
+    was; ``kcl_mp.spark`` imports. (The job gets no SPARK_HOME from this process: the Spark tests
+    before it set this checkout's, whose jars are another Spark's; ``job_env``.)"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the venv imports its own kcl_mp
     wheel = build_wheel(tmp_path)
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", str(venv)], tmp_path, env)
@@ -195,7 +195,7 @@ def test_the_spark_extra_leaves_the_clusters_pyspark_in_place(tmp_path):
     for base, shard in ((0, "shardId-000000000000"), (1000, "shardId-000000000001")):
         land(storage, "orders", shard, [((100 + n, 0), base + n) for n in range(50)], START, "w1")
         land(storage, "orders", shard, [((130 + n, 0), base + 30 + n) for n in range(20)], (129, 0), "w2")
-    spark_env = {**env, **local_spark_env(python=str(venv / "bin" / "python"))}
+    spark_env = job_env(str(venv / "bin" / "python"), drop=("PYTHONPATH",))
     table, checkpoint = tmp_path / "orders", tmp_path / "checkpoint"
     argv = [str(venv / "bin" / "python"), str(script), str(landing), str(table), str(checkpoint)]
     run(argv, tmp_path, spark_env, timeout=300)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from kcl_mp.devtools.spark_local import local_spark_env
+from kcl_mp.devtools.spark_local import job_env, local_spark_env
 from kcl_mp.spark.layout import Position, parse_name
 from kcl_mp.spark.sink import landing_file
 from kcl_mp.spark.storage import Storage
@@ -28,12 +28,6 @@ JOB_PYTHON = os.environ.get("KCLMP_SPARK_PYTHON", sys.executable)
 SPARK_ENV = local_spark_env(JOB_PYTHON)
 
 
-def own_env() -> dict[str, str]:
-    """This process's environment, less a SPARK_HOME made for this checkout's PySpark when the
-    job runs on another interpreter (its jars would not match that PySpark)."""
-    return {k: v for k, v in os.environ.items() if not (k == "SPARK_HOME" and JOB_PYTHON != sys.executable)}
-
-
 class Job:
     """``python -m kcl_mp.spark.job`` in its own process group, its output in a file."""
 
@@ -41,7 +35,7 @@ class Job:
         self.log = log
         with open(log, "ab") as out:
             self.process = subprocess.Popen([JOB_PYTHON, "-m", "kcl_mp.spark.job", *args], cwd=ROOT if JOB_PYTHON == sys.executable else log.parent,
-                                            env={**own_env(), **SPARK_ENV, **(env or {})}, stdin=subprocess.DEVNULL,
+                                            env={**job_env(JOB_PYTHON), **(env or {})}, stdin=subprocess.DEVNULL,
                                             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill(self) -> None:

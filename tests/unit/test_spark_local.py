@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyspark
 
-from kcl_mp.devtools.spark_local import local_spark_env, spark_home_without_zips
+from kcl_mp.devtools.spark_local import job_env, local_spark_env, spark_home_without_zips
 
 
 def test_on_this_interpreter_spark_home_is_pysparks_bin_and_jars_without_the_zips():
@@ -39,3 +39,15 @@ def test_another_venv_on_the_same_base_interpreter_is_another_interpreter(tmp_pa
 def test_a_spark_home_already_set_is_left_alone(monkeypatch):
     monkeypatch.setenv("SPARK_HOME", "/opt/spark")
     assert "SPARK_HOME" not in local_spark_env(sys.executable)
+
+
+def test_a_job_on_another_interpreter_gets_no_inherited_spark_home(monkeypatch):
+    """job_env: this process's environment under local_spark_env's, less what ``drop`` names; an
+    inherited SPARK_HOME (this PySpark's jars) only for a job on this very interpreter."""
+    monkeypatch.setenv("SPARK_HOME", "/tmp/this-pyspark")
+    monkeypatch.setenv("PYTHONPATH", "/checkout")
+    mine = job_env(sys.executable)
+    assert mine["SPARK_HOME"] == "/tmp/this-pyspark" and mine["PYTHONPATH"] == "/checkout"
+    other = job_env("/opt/cluster/venv/bin/python", drop=("PYTHONPATH",))
+    assert "SPARK_HOME" not in other and "PYTHONPATH" not in other
+    assert other["PYSPARK_PYTHON"] == "/opt/cluster/venv/bin/python" and other["PATH"] == os.environ["PATH"]
