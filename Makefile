@@ -125,8 +125,9 @@ lint: $(STAMP)
 # Spark pipeline through kills: no wall-clock bound, but a load that starved its own Python workers
 # among PARALLEL others), then the `paired` ones (the two fault runs, whose recoveries stay within
 # half their bound beside each other) two at a time, then the `beside_timing_last` ones (heavy, no
-# wall-clock bound: the wheel on PySpark 4.0.5, 2.5 min of installs and Spark a phase-1 worker
-# waited on). JUNIT=DIR writes each run's JUnit report there.
+# wall-clock bound: the Java adapter's multi-stream handover, a minute of JVMs; the wheel on PySpark
+# 4.0.5, 2 min of installs and Spark), which fill the timing tests' idle last three minutes (53-78 %
+# idle, measured) instead of CPU-bound phase 1. JUNIT=DIR writes each run's JUnit report there.
 PARALLEL ?= 4
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 BESIDE_LOG := .cache/beside-timing.log
