@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import boto3
@@ -127,6 +128,17 @@ def _owners(dynamodb, app: str) -> set[str]:
             if "leaseOwner" in item and item.get("checkpoint", {}).get("S") != "SHARD_END"}
 
 
+def _write_until_a_delivers(write: Callable[[int], object], out: Path, dynamodb, app: str) -> None:
+    """``write(round)`` a round of changes a second until host a has delivered some and holds an
+    open lease (a 3.x leader hands leases over on its own cadence): its SIGKILL then costs something."""
+    for round_ in range(1, 60):
+        write(round_)
+        time.sleep(1.0)
+        if "a" in {d["host"] for d in changes_delivered(out)} and "a" in _owners(dynamodb, app):
+            return
+    raise AssertionError("host a never delivered records while holding an open lease")
+
+
 @pytest.mark.parametrize("mode", ["CLIENT_VERSION_CONFIG_3X", "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X"])
 def test_every_change_arrives_once_in_order_across_rollovers_and_a_host_sigkill(
         mode, tmp_path, moto_url, dynamodb, steer, unique_name):
@@ -144,15 +156,7 @@ def test_every_change_arrives_once_in_order_across_rollovers_and_a_host_sigkill(
         wait_until(lambda: _owners(dynamodb, app) == {"a", "b"}, 60, "both hosts holding a lease")
         expected += _write(dynamodb, table, [0])
         steer(action="rollover", table=table)
-        # A round of changes a second until host a has delivered some and holds an open lease
-        # (a 3.x leader hands leases over on its own cadence): its SIGKILL then costs something.
-        for round_ in range(1, 60):
-            expected += _write(dynamodb, table, [round_])
-            time.sleep(1.0)
-            if "a" in {d["host"] for d in changes_delivered(out)} and "a" in _owners(dynamodb, app):
-                break
-        else:
-            raise AssertionError("host a never delivered records while holding an open lease")
+        _write_until_a_delivers(lambda round_: expected.extend(_write(dynamodb, table, [round_])), out, dynamodb, app)
         hosts["a"].kill()
         steer(action="rollover", table=table)
         expected += _write(dynamodb, table, [100])
@@ -298,13 +302,7 @@ def test_three_tables_streams_in_one_application_through_rollovers_and_a_host_si
                        f"the leases of {tables[2]}'s stream, appended to {listing.name}")
         write(0)
         steer(action="rollover", table=tables[0])
-        for round_ in range(1, 60):  # until host a delivered some and holds an open lease: its SIGKILL costs
-            write(round_)
-            time.sleep(1.0)
-            if "a" in {d["host"] for d in changes_delivered(out)} and "a" in _owners(dynamodb, app):
-                break
-        else:
-            raise AssertionError("host a never delivered records while holding an open lease")
+        _write_until_a_delivers(write, out, dynamodb, app)
         hosts["a"].kill()
         steer(action="rollover", table=tables[1])
         write(100)

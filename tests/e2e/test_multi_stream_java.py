@@ -20,16 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from kcl_mp.leases.lease import CPU_PERCENT, RELEASED_BY, RELEASED_UNTIL, not_a_lease
+from kcl_mp.leases.lease import not_a_lease
 
+from ..support.handover import one_shape, processors, read_result, resumes
 from ..support.harness import recorded, records_only, run_support_module
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
-# kcl-mp's own attributes (Java reads past them): the cost a renewal reports once measured, a give-up's
-KCLMP_OWN = {CPU_PERCENT, RELEASED_BY, RELEASED_UNTIL}
-# written by either kind's renewals once records flowed, so a lease has it or not by timing alone
-# (a run had it on the lease kcl-mp held longest only)
-RENEWED = {"throughputKBps"}
 
 
 @pytest.mark.timeout(240)
@@ -40,49 +36,26 @@ def test_java_and_kcl_mp_hand_multi_stream_leases_over_both_ways(tmp_path):
 
 
 def judge(out: Path) -> None:
-    result = json.loads((out / "result.json").read_text())
-    phases, streams = result["phases"], result["streams"]
-    print("phases (s from the start):", {k: round(v - phases["start"], 1) for k, v in phases.items()})
-    logs = {p.name: p.read_text(errors="replace")[-3000:] for p in out.glob("*.log") if p.name != "moto.log"}
-    assert result["failure"] is None, f"{result['failure']}\n" + "\n".join(f"--- {n}\n{t}" for n, t in logs.items())
-    # kcl-mp exits 0 after SIGTERM; the JVM 143 (128 + SIGTERM) once its shutdown hook is done
-    assert result["exits"] == {"java-1": 143, "kclmp-1": 0, "java-2": 143}, result["exits"]
-
+    result = read_result(out)
+    streams = result["streams"]
     identifier = {f"{s['arn'].split(':')[4]}:{name}:{s['epoch']}": name for name, s in streams.items()}
     entries = recorded(out / "records")
-    processors: dict[int, dict] = {}  # pid -> its initialize line, with its records
-    for entry in entries:
-        if entry.get("event") == "initialize":
-            processors[entry["_pid"]] = {**entry, "records": [], "checkpoints": []}
-    for entry in entries:
-        if entry.get("event") == "checkpoint" and entry["error"] is None:
-            processors[entry["_pid"]]["checkpoints"].append(entry)
-        elif "event" not in entry:
-            processors[entry["_pid"]]["records"].append(entry)
+    found = processors(entries)
+    for entry in records_only(entries):
+        found[entry["_pid"]].setdefault("records", []).append(entry)
 
     # every record once, to a processor of its stream
     stream_of = {put_id: name for put_id, name, *_ in result["puts"]}
     delivered = Counter(json.loads(r["data"])["id"] for r in records_only(entries))
     assert set(delivered) == set(stream_of), f"{len(set(stream_of) - set(delivered))} records never delivered"
     assert max(delivered.values()) == 1, [(n, c) for n, c in delivered.items() if c > 1][:5]
-    for pid, processor in processors.items():
+    for pid, processor in found.items():
         assert processor["stream"] in identifier, processor  # both recorders name the stream of the lease
-        got = {stream_of[json.loads(r["data"])["id"]] for r in processor["records"]}
+        got = {stream_of[json.loads(r["data"])["id"]] for r in processor.get("records", ())}
         assert got <= {identifier[processor["stream"]]}, (pid, processor["stream"], got)
 
     # each processor after the first of a lease started from its predecessor's last checkpoint
-    resumed: Counter = Counter()
-    lives: dict[tuple[str, str], list[dict]] = {}
-    for processor in sorted(processors.values(), key=lambda p: p["at"]):
-        lives.setdefault((processor["stream"], processor["shard"]), []).append(processor)
-    for (stream, shard), chain in sorted(lives.items()):
-        assert chain[0]["seq"] == "TRIM_HORIZON", chain[0]
-        for before, after in zip(chain, chain[1:]):
-            last = before["checkpoints"][-1]
-            assert (after["seq"], after["sub"]) == (last["seq"], last["sub"]), (stream, shard, last, after)
-            resumed[f"{kind(after['host'])} after {kind(before['host'])}"] += 1
-    print("processors resumed from the other kind's checkpoint:", dict(resumed))
-    leases = {(s, shard) for s, shard in lives}
+    resumed, leases = resumes(found)
     assert resumed == {"kcl-mp after Java": 3, "Java after kcl-mp": len(leases)}, resumed
 
     # the lease items: one format whoever created them (the third stream's lease kcl-mp's)
@@ -90,16 +63,8 @@ def judge(out: Path) -> None:
     for worker in ("kclmp-1", "java-2"):  # all released by kcl-mp; all held by Java
         items = [i for i in result["snapshots"][worker] if not_a_lease(i, list(streams)) is None]
         assert {(i["streamName"]["S"], i["shardId"]["S"]) for i in items} == leases, items
-        shapes = {}
         for item in items:
             stream, shard = item["streamName"]["S"], item["shardId"]["S"]
             account, name, epoch = stream.split(":")
             assert item["leaseKey"] == {"S": f"{stream}:{shard}"} and int(epoch) == epochs[name], item
-            shapes[item["leaseKey"]["S"]] = {attribute: list(value) for attribute, value in item.items()
-                                             if attribute not in KCLMP_OWN | RENEWED}
-        kclmp_made = [shape for key, shape in shapes.items() if f":{result['kclmp_first']}:" in key]
-        assert kclmp_made and all(shape == kclmp_made[0] for shape in shapes.values()), (worker, shapes)
-
-
-def kind(host: str) -> str:
-    return "Java" if host.startswith("java") else "kcl-mp"
+        one_shape(worker, items, lambda key: f":{result['kclmp_first']}:" in key)

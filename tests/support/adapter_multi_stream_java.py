@@ -34,20 +34,21 @@ hosts' logs; the test judges them.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import boto3
 
+from kcl_mp.config.values import adapter_stream_name
 from kcl_mp.devtools import java_daemon
 from kcl_mp.embedded import EMBEDDED_ENV, start_emulator
+from kcl_mp.leases.multi_stream import ADAPTER_EPOCH
 
 from .dynamodb_streams import admin, make_table, shards
-from .harness import RECORDER, changes_delivered, wait_until
-from .mixed_fleet import Host, properties
+from .handover import Handover
+from .harness import RECORDER, changes_delivered
+from .mixed_fleet import properties
 
 APP = "adapter-multi-stream"
 TABLES = {f"{APP}-a": 2, f"{APP}-b": 1, f"{APP}-c": 1}
@@ -72,10 +73,7 @@ def main(out: Path, phases_run: int = len(PHASES)) -> int:
         streams[table] = {"arn": arn, "identifier": identifier(arn),
                           "shards": [s["ShardId"] for s in shards(streams_client, arn)]}
     writes: list[list] = []  # [pk, table]
-    phases: dict[str, float] = {"start": time.time()}
-    snapshots: dict[str, list] = {}
-    exits: dict[str, int] = {}
-    failure = None
+    run = Handover()
     try:
         for number, (worker, kind) in enumerate(PHASES[:phases_run]):
             listed = [table for table in TABLES if number > 0 or table != KCLMP_FIRST]
@@ -86,36 +84,19 @@ def main(out: Path, phases_run: int = len(PHASES)) -> int:
                     writes.append([str(pk), table])
             arns = [streams[table]["arn"] for table in listed]
             argv = java(out, emulator.url, worker, arns) if kind == "java" else kclmp(out, emulator.url, worker, arns)
-            host = Host(worker, argv, out)
-            phases[f"{worker}_start"] = time.time()
-            expected = {pk for pk, table in writes if table in listed}
-            try:
-                wait_until(lambda expected=expected: expected <= delivered(out), 90,  # type: ignore[misc]
-                           f"{worker} delivering every change written so far", 0.5)
-            finally:
-                phases[f"{worker}_delivered"] = time.time()
-                exits[worker] = host.stop()
-                snapshots[worker] = dynamodb.scan(TableName=APP, ConsistentRead=True)["Items"]
+            run.phase(worker, argv, out, {pk for pk, table in writes if table in listed}, lambda: delivered(out),
+                      "change written", dynamodb, APP)
     except AssertionError as exc:
-        failure = str(exc)
+        run.failure = str(exc)
     finally:
         emulator.stop()
-    result = {"failure": failure, "streams": streams, "kclmp_first": KCLMP_FIRST, "writes": writes, "phases": phases,
-              "exits": exits, "snapshots": snapshots}
-    (out / "result.json").write_text(json.dumps(result))
+    run.write(out, streams=streams, kclmp_first=KCLMP_FIRST, writes=writes)
     return 0
 
 
 def identifier(arn: str) -> str:
-    """The adapter's multi-stream identifier of a DynamoDB stream ARN (its KinesisMapperUtil):
-    ``account:region$account$table$label:1``, the label's colons made underscores.
-
-    >>> identifier("arn:aws:dynamodb:us-east-1:123456789012:table/t/stream/2026-11-26T17:10:00.000")
-    '123456789012:us-east-1$123456789012$t$2026-11-26T17_10_00.000:1'
-    """
-    _, _, _, region, account, resource = arn.split(":", 5)
-    _, table, _, label = resource.split("/", 3)
-    return f"{account}:{region}${account}${table}${label.replace(':', '_')}:1"
+    """The adapter's multi-stream identifier of a DynamoDB stream (``account:region$account$table$label:1``)."""
+    return f"{arn.split(':')[4]}:{adapter_stream_name(arn)}:{ADAPTER_EPOCH}"
 
 
 def delivered(out: Path) -> set[str]:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import boto3
@@ -39,8 +38,9 @@ from kcl_mp.devtools import java_daemon
 from kcl_mp.devtools.producer import produce
 from kcl_mp.embedded import EMBEDDED_ENV, ensure_stream, start_emulator
 
-from .harness import RECORDER, recorded, records_only, wait_until
-from .mixed_fleet import Host, properties
+from .handover import Handover
+from .harness import RECORDER, recorded, records_only
+from .mixed_fleet import properties
 
 APP = "multi-stream-java"
 STREAMS = {f"{APP}-a": 2, f"{APP}-b": 1, f"{APP}-c": 1}
@@ -64,10 +64,7 @@ def main(out: Path) -> int:
         streams[name] = {"arn": summary["StreamARN"],
                          "epoch": int(summary["StreamCreationTimestamp"].timestamp() * 1000)}
     puts: list[list] = []
-    phases: dict[str, float] = {"start": time.time()}
-    snapshots: dict[str, list] = {}
-    exits: dict[str, int] = {}
-    failure = None
+    run = Handover()
     try:
         for number, (worker, kind) in enumerate(PHASES):
             listed = [name for name in STREAMS if number > 0 or name != KCLMP_FIRST]
@@ -77,23 +74,13 @@ def main(out: Path) -> int:
                             for p in produce(kinesis, name, PER_PHASE, first_id=first, seed=first))
             argv = (java(out, emulator.url, worker, {name: streams[name] for name in listed}) if kind == "java"
                     else kclmp(out, emulator.url, worker, [streams[name]["arn"] for name in listed]))
-            host = Host(worker, argv, out)
-            phases[f"{worker}_start"] = time.time()
-            expected = {p[0] for p in puts if p[1] in listed}
-            try:
-                wait_until(lambda expected=expected: expected <= delivered(out), 90,  # type: ignore[misc]
-                           f"{worker} delivering every record put so far", 0.5)
-            finally:
-                phases[f"{worker}_delivered"] = time.time()
-                exits[worker] = host.stop()
-                snapshots[worker] = dynamodb.scan(TableName=APP, ConsistentRead=True)["Items"]
+            run.phase(worker, argv, out, {p[0] for p in puts if p[1] in listed}, lambda: delivered(out),
+                      "record put", dynamodb, APP)
     except AssertionError as exc:
-        failure = str(exc)
+        run.failure = str(exc)
     finally:
         emulator.stop()
-    result = {"failure": failure, "streams": streams, "kclmp_first": KCLMP_FIRST, "puts": puts, "phases": phases,
-              "exits": exits, "snapshots": snapshots}
-    (out / "result.json").write_text(json.dumps(result))
+    run.write(out, streams=streams, kclmp_first=KCLMP_FIRST, puts=puts)
     return 0
 
 
