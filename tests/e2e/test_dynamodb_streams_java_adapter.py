@@ -5,7 +5,8 @@ loopback-only network namespace and leaves its evidence; this test judges it:
 
 - balanced, in both orders: once the Java worker joins a fleet a kcl-mp host leads, the 8 open
   leases are spread over the three hosts (max - min <= 1) within the bound; and once a kcl-mp
-  host joins the fleet the restarted Java worker leads, over the two;
+  host joins the fleet the restarted Java worker leads, over the two as Java's rule spreads them
+  on one machine (max - min <= 2: it rests at 5..3 here, every worker reporting the same CPU);
 - no two owners: no shard processed by two hosts at once for longer than the failover time,
   no checkpoint ever went backwards;
 - every change written arrives, in order per item key, across both kinds of consumer and three
@@ -35,9 +36,10 @@ from ..support.harness import changes_delivered, recorded, run_support_module
 pytestmark = [pytest.mark.integration, pytest.mark.java]
 
 
+@pytest.mark.timeout(480)  # past the scenario's own bounds, so a stuck phase is reported by name (a CI run hit 300)
 def test_kcl_mp_and_the_java_adapter_share_one_dynamodb_stream(tmp_path):
     out = tmp_path / "fleet"
-    run_support_module("adapter_fleet", out, timeout=600)
+    run_support_module("adapter_fleet", out, timeout=460)
     judge(out)
 
 

@@ -19,7 +19,7 @@ the default 3.x mode, failover 6 s, an assignment round every 4 s, worker metric
     4. SIGTERM both kcl-mp hosts, start the Java worker again: wait until it holds all 8 (it
        leads now); the shards roll over;
     5. the other order: a kcl-mp host joins the fleet the Java worker leads; wait until Java's
-       assignments spread the 8 over the two (max - min <= 1);
+       assignments have handed it its share (5..3 at least: max - min <= 2, where Java's rule rests);
     6. stop the writer; wait until every change was delivered; stop the Java worker and the host.
 
 Writes OUT_DIR/result.json (the changes written in order, every record the stream holds, the
@@ -66,13 +66,13 @@ JAVA = "java-1"
 KCLMP = ("kclmp-a", "kclmp-b")
 REPORT_MS = 5000  # worker metrics written every 5 s (Java's default 30 s): a stopped host is gone after 10 s
 BALANCE_BOUND_S = 60.0  # from the Java worker's start to a spread of at most one
-# from a kcl-mp host's start to the spread the Java leader's rounds make (45 s measured with the
-# machine busy; the reason it takes longer than the other order is not established). A loaded CI
-# run went past 90 s: every worker here reports the one host's CPU, so Java's utilization rule
-# sees no worker above the others, and the lock passed to kclmp-a, which spread 3..5 just after;
-# another reached it at 152 s: the Java leader asked for two leases (5..3), then moved none for two
-# minutes, until the lock passed to kclmp-a, which handed one over (4..4). The bound covers that path.
-JAVA_LED_BOUND_S = 240.0
+# from a kcl-mp host's start to the spread the Java leader's rounds make. Java's rule rests at 5..3
+# here: every worker reports the one host's CPU, so its utilization rule sees no worker above the
+# others once the joiner has some. CI runs saw it hold 5..3 for two minutes and for over four (from
+# 80 s after the join), until the leader lock passed to kclmp-a, which handed one over (4..4); so
+# the phase waits for Java's own spread (max - min <= 2), reached within 90 s in every run seen.
+JAVA_LED_SPREAD = 2
+JAVA_LED_BOUND_S = 150.0
 TABLES = {APP: "leaseKey", f"{APP}-CoordinatorState": "key", f"{APP}-WorkerMetricStats": "wid"}
 
 
@@ -202,7 +202,7 @@ def main(out: Path) -> int:
         time.sleep(3)
         start(KCLMP[0], kclmp_command(out, emulator.url, arn, KCLMP[0]))
         phases["kclmp_joins_java"] = time.time()
-        wait_until(lambda: holding((JAVA, KCLMP[0]), 1), JAVA_LED_BOUND_S,
+        wait_until(lambda: holding((JAVA, KCLMP[0]), JAVA_LED_SPREAD), JAVA_LED_BOUND_S,
                    f"the Java worker's assignments spreading the 8 leases over it and {KCLMP[0]}", 0.5)
         phases["java_led_spread"] = time.time()
         writer.finish()
