@@ -108,6 +108,11 @@ class StreamSettings:
         return self.arn.split(":")[4] if self.arn else None
 
     @property
+    def by_arn(self) -> bool:
+        """Read through its ARN (listed by ARN: maybe another account's stream), not by name."""
+        return self.arn is not None
+
+    @property
     def key_name(self) -> str:
         """The name its ``stream.<name>.*`` keys use: a DynamoDB stream's table, else its name.
 

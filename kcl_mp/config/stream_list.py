@@ -135,9 +135,9 @@ def file_streams(text: str, path: str, region: str | None, known: Sequence[Strea
             same_kind([entry[1] for entry in entries if entry[1]] + [arn] if arn else [])
         except ValueError as exc:
             raise ConfigError(f"{where}: {exc}") from None
-        this_kind = stream_of(arn)[0] if arn else StreamKind.KINESIS
-        if StreamKind.DYNAMODB in (kind, this_kind, *(stream_of(e[1])[0] for e in entries if e[1])) and (
-                arn is None or (kind is not None and this_kind is not kind)):
+        this_kind = _kind_of(arn)  # a name is a Kinesis stream's
+        file_kind = kind or (_kind_of(entries[0][1]) if entries else this_kind)  # the first line's, unless running
+        if this_kind is not file_kind:
             what = f"stream {name} is named, not by its ARN" if arn is None else f"{arn} is a {this_kind.value} stream"
             raise ConfigError(f"{where}: {what}: a DynamoDB stream is listed by its ARN, and an application reads "
                               "streams of one kind")
@@ -174,6 +174,10 @@ def _add(arns: dict[str, str | None], name: str, arn: str | None, where: str) ->
     if name in arns:
         raise ConfigError(f"{where}: stream {name} is listed twice (its stream.{name}.* keys must name one stream)")
     arns[name] = arn
+
+
+def _kind_of(arn: str | None) -> StreamKind:
+    return stream_of(arn)[0] if arn else StreamKind.KINESIS
 
 
 def _key_name(arn: str) -> str:

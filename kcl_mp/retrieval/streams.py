@@ -88,7 +88,7 @@ def lease_stream(config: Config, key: str, stream: StreamSettings | None = None)
     region = config.kinesis.region
     arn = stream.arn or (f"arn:aws:kinesis:{region}:{identifier.account}:stream/{stream.name}" if region else None)
     return LeaseStream(shard_id, stream.name, arn, identifier.serialized, stream.command, stream.initial_position,
-                       by_arn=stream.arn is not None)
+                       by_arn=stream.by_arn)
 
 
 def listed_stream(config: Config, client: Any, stream: StreamSettings | LeaseStream) -> Stream:
@@ -96,8 +96,7 @@ def listed_stream(config: Config, client: Any, stream: StreamSettings | LeaseStr
     if config.stream_kind is StreamKind.DYNAMODB:
         assert stream.arn is not None  # stream_list: a DynamoDB stream is listed by its ARN
         return DynamoDBStream(client, stream.arn, stream_of(stream.arn)[1], config.dynamodb_streams)
-    by_arn = stream.by_arn if isinstance(stream, LeaseStream) else stream.arn is not None
-    return KinesisStream(client, stream.name, stream.arn, by_arn=by_arn)
+    return KinesisStream(client, stream.name, stream.arn, by_arn=stream.by_arn)
 
 
 def open_stream(config: Config, client: Any) -> Stream:

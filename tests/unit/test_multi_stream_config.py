@@ -241,6 +241,9 @@ FILE_ERRORS: list[tuple[str, str | None, dict[str, str], str]] = [
      "{file} line 2: " + f"{ddb('Orders')!r} is a DynamoDB stream's and {arn('a')!r} a Kinesis stream's"),
     ("a name beside a DynamoDB stream", f"{ddb('Orders')}\npayments\n", {},
      "{file} line 2: stream payments is named, not by its ARN: a DynamoDB stream is listed by its ARN"),
+    ("a DynamoDB stream after a name", f"payments\n{ddb('Orders')}\n", {},
+     "{file} line 2: " + f"{ddb('Orders')} is a dynamodb stream: a DynamoDB stream is listed by its ARN, and an "
+     "application reads streams of one kind"),
     ("a DynamoDB stream's refused key, once the file lists it", f"{ddb('Orders')}\n", {"stream.Orders.creationEpoch": "3"},
      "stream.Orders.creationEpoch: a DynamoDB stream's lease keys carry the adapter's epoch, 1"),
     ("no stream at all", "# nothing yet\n", {}, "{file}: names no stream"),
