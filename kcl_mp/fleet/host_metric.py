@@ -20,6 +20,7 @@ cgroup's): the same metric name and operating range, so the leader groups it wit
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 ECS_V3 = "ECS_CONTAINER_METADATA_URI"
@@ -28,9 +29,9 @@ EKS_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 CGROUP_V2 = "/sys/fs/cgroup/cgroup.controllers"
 CGROUP_V1 = ("/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu")
 PROC = "/proc"
-CPU_MAX = "/sys/fs/cgroup/cpu.max"  # cgroup v2: "<quota> <period>" or "max <period>"
-CFS_QUOTA = "/sys/fs/cgroup/cpu/cpu.cfs_quota_us"  # cgroup v1: -1 when unlimited
-CFS_PERIOD = "/sys/fs/cgroup/cpu/cpu.cfs_period_us"
+SELF_CGROUP = "/proc/self/cgroup"  # "0::/path" (v2), "N:cpu,cpuacct:/path" (v1)
+CGROUP_ROOT = "/sys/fs/cgroup"  # v2's hierarchy; its cpu.max: "<quota> <period>" or "max <period>"
+CGROUP_V1_CPU = "/sys/fs/cgroup/cpu"  # v1's cpu controller; cpu.cfs_quota_us: -1 when unlimited
 JAVA = "as the Java daemon would report"
 
 
@@ -70,25 +71,62 @@ def choose(facts: HostFacts) -> tuple[str, str]:
     return "DEFAULT", f"not on EC2, ECS or EKS, {JAVA}"
 
 
-def capacity_cores(usable_cpus: int, cpu_max: str | None = None, cfs_quota: str | None = None,
-                   cfs_period: str | None = None) -> float:
-    """The cores this host's processes may use: the CPUs it may run on, capped by the cgroup's
-    CPU quota (v2 ``cpu.max``, else v1 ``cpu.cfs_quota_us / cpu.cfs_period_us``); a file that
-    is absent or unreadable caps nothing. The cost-based leader weighs hosts by it.
+def quota_dirs(self_cgroup: str | None) -> list[str]:
+    """The cgroup directories whose CPU quota caps this process: its own cgroup and each
+    ancestor up to the hierarchy's root, in v2 (the ``0::`` line, under /sys/fs/cgroup) and in
+    v1 (the line whose controllers include ``cpu``, under /sys/fs/cgroup/cpu). A systemd unit's
+    ``CPUQuota=`` is on its own cgroup, not on the root; in a container the own cgroup is
+    mounted as the root, and a directory that does not exist caps nothing, so both roots are
+    always read.
 
-    >>> capacity_cores(8), capacity_cores(8, "max 100000"), capacity_cores(8, "150000 100000")
-    (8.0, 8.0, 1.5)
-    >>> capacity_cores(2, None, "400000", "100000"), capacity_cores(8, None, "-1", "100000"), capacity_cores(4, "x")
-    (2.0, 8.0, 4.0)
+    >>> quota_dirs("0::/system.slice/kcl-mp.service")  # doctest: +NORMALIZE_WHITESPACE
+    ['/sys/fs/cgroup/system.slice/kcl-mp.service', '/sys/fs/cgroup/system.slice', '/sys/fs/cgroup',
+     '/sys/fs/cgroup/cpu']
+    >>> quota_dirs("4:cpu,cpuacct:/kclmp-a\\n1:name=systemd:/\\n0::/")
+    ['/sys/fs/cgroup', '/sys/fs/cgroup/cpu/kclmp-a', '/sys/fs/cgroup/cpu']
+    >>> quota_dirs(None)
+    ['/sys/fs/cgroup', '/sys/fs/cgroup/cpu']
     """
-    cores = float(max(1, usable_cpus))
+    paths = {CGROUP_ROOT: "/", CGROUP_V1_CPU: "/"}
+    for line in (self_cgroup or "").splitlines():
+        number, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if number == "0" and controllers == "":
+            paths[CGROUP_ROOT] = path or "/"
+        elif "cpu" in controllers.split(","):
+            paths[CGROUP_V1_CPU] = path or "/"
+    dirs = []
+    for root, path in paths.items():
+        parts = [part for part in path.split("/") if part and part not in (".", "..")]
+        dirs += ["/".join([root, *parts[:n]]) for n in range(len(parts), -1, -1)]
+    return dirs
+
+
+def quota_cores(cpu_max: str | None, cfs_quota: str | None = None, cfs_period: str | None = None) -> float | None:
+    """The cores one cgroup's quota allows (v2 ``cpu.max``, else v1 ``cpu.cfs_quota_us /
+    cpu.cfs_period_us``), or None when it sets none or its files are absent or unreadable.
+
+    >>> quota_cores("150000 100000"), quota_cores("max 100000"), quota_cores(None, "50000", "100000")
+    (1.5, None, 0.5)
+    >>> quota_cores(None, "-1", "100000"), quota_cores("x"), quota_cores(None)
+    (None, None, None)
+    """
     try:
         if cpu_max is not None:
             quota, period = cpu_max.split()[:2]
-            if quota != "max":
-                cores = min(cores, int(quota) / int(period))
-        elif cfs_quota is not None and cfs_period is not None and int(cfs_quota) > 0:
-            cores = min(cores, int(cfs_quota) / int(cfs_period))
+            return None if quota == "max" else int(quota) / int(period)
+        if cfs_quota is not None and cfs_period is not None and int(cfs_quota) > 0:
+            return int(cfs_quota) / int(cfs_period)
     except ValueError:
         pass
-    return round(cores, 3)
+    return None
+
+
+def capacity_cores(usable_cpus: int, quotas: Iterable[float | None] = ()) -> float:
+    """The cores this host's processes may use: the CPUs they may run on, capped by the
+    smallest CPU quota of their cgroups (``quota_cores`` of each of ``quota_dirs``). The
+    cost-based leader weighs hosts by it.
+
+    >>> capacity_cores(8), capacity_cores(8, [None, 1.5, 4.0]), capacity_cores(2, [4.0]), capacity_cores(0)
+    (8.0, 1.5, 2.0, 1.0)
+    """
+    return round(min([float(max(1, usable_cpus)), *(q for q in quotas if q is not None)]), 3)

@@ -34,7 +34,8 @@ def read_facts(root: Path = Path("/")) -> HostFacts:
 
 
 def capacity(root: Path = Path("/")) -> float:
-    """This host's cores for kcl-mp's processes, cgroup quota aware (``host_metric.capacity_cores``)."""
+    """This host's cores for kcl-mp's processes, capped by the CPU quota of the cgroups it runs
+    in (``host_metric.capacity_cores``)."""
     def read(path: str) -> str | None:
         try:
             return (root / path.lstrip("/")).read_text(encoding="ascii").strip()
@@ -42,8 +43,10 @@ def capacity(root: Path = Path("/")) -> float:
             return None
 
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return host_metric.capacity_cores(usable, read(host_metric.CPU_MAX), read(host_metric.CFS_QUOTA),
-                                      read(host_metric.CFS_PERIOD))
+    quotas = [host_metric.quota_cores(read(f"{d}/cpu.max"), read(f"{d}/cpu.cfs_quota_us"),
+                                      read(f"{d}/cpu.cfs_period_us"))
+              for d in host_metric.quota_dirs(read(host_metric.SELF_CGROUP))]
+    return host_metric.capacity_cores(usable, quotas)
 
 
 def worker_metric(configured: str, root: Path = Path("/")) -> tuple[str, str]:

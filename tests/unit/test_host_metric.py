@@ -42,17 +42,30 @@ def test_ec2_is_asked_only_off_ecs_and_eks() -> None:
     assert not needs_ec2_probe(HostFacts(eks_token=True))
 
 
+def _write(root, path: str, text: str) -> None:
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
+    (root / path).write_text(text + "\n")
+
+
 def test_capacity_reads_the_cgroup_quota(tmp_path) -> None:
-    """The cores the cost-based leader weighs this host by: cgroup v2's cpu.max caps the CPUs
-    the process may run on; without it v1's quota; with neither, the CPUs."""
+    """The cores the cost-based leader weighs this host by: the CPUs the process may run on,
+    capped by the smallest quota of its own cgroup and its ancestors (a systemd unit's
+    CPUQuota= sits on the unit's cgroup, a container's on the mount's root)."""
     usable = len(os.sched_getaffinity(0))
+    assert capacity(tmp_path) == float(usable)  # no /proc/self/cgroup, no quota files
+    _write(tmp_path, "sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1")  # v1 root: unlimited
+    _write(tmp_path, "sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000")
     assert capacity(tmp_path) == float(usable)
-    v1 = tmp_path / "sys/fs/cgroup/cpu"
-    v1.mkdir(parents=True)
-    (v1 / "cpu.cfs_quota_us").write_text("50000\n")
-    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+    _write(tmp_path, "proc/self/cgroup", "4:cpu,cpuacct:/kclmp-a\n0::/")
+    _write(tmp_path, "sys/fs/cgroup/cpu/kclmp-a/cpu.cfs_quota_us", "50000")  # v1: the own cgroup's quota
+    _write(tmp_path, "sys/fs/cgroup/cpu/kclmp-a/cpu.cfs_period_us", "100000")
     assert capacity(tmp_path) == 0.5
-    (tmp_path / "sys/fs/cgroup/cpu.max").write_text("max 100000\n")
-    assert capacity(tmp_path) == float(usable)  # v2 says unlimited: v1's files are not read
-    (tmp_path / "sys/fs/cgroup/cpu.max").write_text("25000 100000\n")
+    _write(tmp_path, "proc/self/cgroup", "0::/system.slice/kcl-mp.service")  # v2, a systemd unit
+    assert capacity(tmp_path) == float(usable)  # v1's kclmp-a is not this process's cgroup
+    _write(tmp_path, "sys/fs/cgroup/cpu.max", "max 100000")
+    _write(tmp_path, "sys/fs/cgroup/system.slice/cpu.max", "150000 100000")  # an ancestor's quota caps too
+    assert capacity(tmp_path) == min(1.5, usable)
+    _write(tmp_path, "sys/fs/cgroup/system.slice/kcl-mp.service/cpu.max", "25000 100000")  # CPUQuota=25%
     assert capacity(tmp_path) == 0.25
+    _write(tmp_path, "proc/self/cgroup", "0::/docker/abc")  # a container without a cgroup namespace:
+    assert capacity(tmp_path) == float(usable)  # its path is not under the mount; the root's cpu.max is read
