@@ -10,9 +10,17 @@ round starts afresh); Java each host's CPU (true, plus the same jitter on each l
 lands before the next round (graceful handoffs take about one renewal interval).
 
 Scenarios (``SCENARIOS``): ``cost_1x_20x`` equal bytes per shard, one shard in ten costing
-20x the CPU per record; ``bytes_unequal`` bytes from 10 to 1000 KB/s per shard at one CPU
-cost per byte (Java's assumption holds); ``low_jitter`` the KCL#1814 case: shards of
-0.5..3 % of a core, +-50 % jitter per round, hosts at a few percent.
+20x the CPU per record (hosts at 29 % of their cores on average); ``cost_1x_20x_busy`` the
+same on hosts of half the cores (58 %: a host dealt three heavy shards more than the mean is
+over its capacity); ``bytes_unequal`` bytes from 10 to 1000 KB/s per shard at one CPU cost per
+byte (Java's assumption holds); ``low_jitter`` the KCL#1814 case: shards of 0.5..3 % of a
+core, +-50 % jitter per round, hosts at a few percent.
+
+Lag, millisBehindLatest's analogue: each round lasts ``round_s`` (an assignment interval); a
+host over its capacity serves each of its shards at capacity/load of its arrival rate, so each
+falls behind by ``round_s`` x (1 - capacity/load); a host under it catches up at the spare
+rate. A moved lease takes its lag along. ``lag_p99_s`` is the 99th percentile over every
+shard after every round.
 
     >>> r = run(SCENARIOS["low_jitter"], "COST_BASED", hosts=10, rounds=30, seed=1)
     >>> r.moves
@@ -49,6 +57,7 @@ class Scenario:
 
 SCENARIOS = {
     "cost_1x_20x": Scenario(8, 4.0, lambda rng, i: Shard(100.0, 100.0 if i % 10 == 0 else 5.0), 0.1),
+    "cost_1x_20x_busy": Scenario(8, 2.0, lambda rng, i: Shard(100.0, 100.0 if i % 10 == 0 else 5.0), 0.1),
     "bytes_unequal": Scenario(8, 4.0, lambda rng, i: (lambda kb: Shard(kb, kb * 0.06))(rng.uniform(10.0, 1000.0)),
                               0.1),
     "low_jitter": Scenario(4, 2.0, lambda rng, i: Shard(50.0, rng.uniform(0.5, 3.0)), 0.5),
@@ -62,6 +71,8 @@ class SimResult:
     moves: int
     rounds: int
     first_max_over_mean: float  # before the first round
+    lag_p99_s: float  # of every shard's lag after every round
+    lag_max_s: float
 
     @property
     def moves_per_round(self) -> float:
@@ -69,7 +80,7 @@ class SimResult:
 
 
 def run(scenario: Scenario, rule: str, hosts: int = 100, rounds: int = 30, seed: int = 0,
-        settings: CostSettings | None = None) -> SimResult:
+        settings: CostSettings | None = None, round_s: float = 20.0) -> SimResult:
     """``rounds`` rounds of ``rule`` over ``hosts`` hosts holding ``shards_per_host`` shards each,
     dealt at random (a count-balanced fleet as any rule leaves it at start)."""
     if rule not in RULES:
@@ -85,6 +96,8 @@ def run(scenario: Scenario, rule: str, hosts: int = 100, rounds: int = 30, seed:
     left: dict[str, set[str]] = {}
     total_moves = 0
     first = _max_over_mean(owner, shards, ids, scenario.cores)
+    lag = {key: 0.0 for key in shards}
+    lags: list[float] = []
     for _ in range(rounds):
         measured = {k: s.cost * rng.uniform(1 - scenario.jitter, 1 + scenario.jitter) for k, s in shards.items()}
         for key, value in measured.items():
@@ -108,7 +121,32 @@ def run(scenario: Scenario, rule: str, hosts: int = 100, rounds: int = 30, seed:
             owner[key] = to
             left.setdefault(key, set()).add(frm)
         total_moves += len(moves)
-    return SimResult(rule, _max_over_mean(owner, shards, ids, scenario.cores), total_moves, rounds, first)
+        _fall_behind(lag, owner, shards, scenario.cores, round_s)
+        lags.extend(lag.values())
+    lags.sort()
+    return SimResult(rule, _max_over_mean(owner, shards, ids, scenario.cores), total_moves, rounds, first,
+                     round(lags[min(len(lags) - 1, int(0.99 * len(lags)))], 2) if lags else 0.0,
+                     round(lags[-1], 2) if lags else 0.0)
+
+
+def _fall_behind(lag: dict[str, float], owner: dict[str, str], shards: dict[str, Shard], cores: float,
+                 round_s: float) -> None:
+    """One round of processing: each shard's lag (seconds) grows on a host over its capacity
+    and shrinks on one under it, never below zero.
+
+    >>> lag = {"a": 0.0, "b": 0.0, "c": 15.0}
+    >>> shards = {"a": Shard(1.0, 100.0), "b": Shard(1.0, 100.0), "c": Shard(1.0, 50.0)}
+    >>> _fall_behind(lag, {"a": "h1", "b": "h1", "c": "h2"}, shards, 1.0, 20.0)
+    >>> lag  # h1 at twice its core: half the rate, 10 s behind after a 20 s round; h2 at half its core
+    {'a': 10.0, 'b': 10.0, 'c': 0.0}
+    """
+    load: dict[str, float] = {}
+    for key, host in owner.items():
+        load[host] = load.get(host, 0.0) + shards[key].cost
+    for key, host in owner.items():
+        served = cores * 100.0 / load[host] if load[host] > 0 else float("inf")  # capacity / load
+        lag[key] = max(0.0, lag[key] + round_s * (1.0 - served)) if served < 1.0 \
+            else max(0.0, lag[key] - round_s * min(served - 1.0, 1e9))
 
 
 def _count_moves(owner: dict[str, str], ids: list[str]) -> list[tuple[str, str, str]]:

@@ -27,12 +27,16 @@ leases by that cost. Decision table: tests/decisions/cost_balance_cases.json.
    pair's higher fill the most, provided the receiver ends cooler than the giver was and
    the gain is at least ``min_gain`` points. A host with no such move is passed over for
    the next one above the band, as is a host that received a lease this round (its load
-   is an estimate until its next figures: it gives nothing before they come).
+   is an estimate until its next figures: it gives nothing before they come). Past the
+   budget, a host over its capacity (fill above 100 %: its shards fall behind every second)
+   still gives leases by the same conditions until it is not; the budget bounds churn for
+   balance, never an overload.
 
 Why it never undoes a move: a move from a (fill f_a) to b leaves b below f_a; moving the
 same lease back would need a's fill after the move plus the lease's share (f_a again) to
 be below b's: never, while the costs hold. Each move lowers the higher of two fills, and
-the budget bounds a round.
+the budget bounds a round (past it, each move takes a lease off an overloaded host that
+received none this round: at most the fleet's leases).
 
 Worked example: A (2 cores) holds h0 at 90 % of a core and l0, l1 at 5 %; B (2 cores)
 holds l2, l3 at 5 %; band 10, min gain 2. Fills: A 50 %, B 5 %, mean 27.5 %. A is 22.5
@@ -48,6 +52,8 @@ from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from kcl_mp.fleet.assignment import LeaseLoad, Move, WorkerLoad
+
+OVERLOADED = 100.0  # a host's fill past which it falls behind: relieved past the move budget
 
 
 @dataclass(frozen=True)
@@ -145,10 +151,11 @@ def plan_cost_moves(leases: Sequence[LeaseLoad], workers: Sequence[WorkerLoad], 
     before = {w: round(fill(w), 3) for w in sorted(capacity)}
     counts = {w: len(mine) for w, mine in held.items()}
     moves: list[Move] = []
-    while len(moves) < settings.max_moves:
+    while True:
         move = None
         received = {m.to for m in moves}
-        for donor in sorted((w for w in capacity if fill(w) - mean > settings.band_percent and w not in received),
+        floor = mean + settings.band_percent if len(moves) < settings.max_moves else max(OVERLOADED, mean)
+        for donor in sorted((w for w in capacity if fill(w) > floor and w not in received),
                             key=lambda w: (-fill(w), w)):
             move = _best_move(donor, held[donor], capacity, cost, fill, settings, frozen, left,
                               lambda host, key: room(host, key, counts))
