@@ -18,7 +18,7 @@ NODE_PROCESSOR := kcl_mp/processors/nodejs/node_modules/aws-kcl/package.json
 # The jars beside PySpark's for s3a:// paths (examples/spark/jars.pom.xml: 35 jars, 13 MB).
 SPARK_JARS := .cache/spark-jars/.pinned
 
-.PHONY: demo spark-demo spark-jars java-peers jdk mvn lint test unit integration e2e bench bench-scale bench-protocol bench-balance bench-faults bench-throughput clean jq java
+.PHONY: demo spark-demo spark-jars java-peers jdk mvn lint test test-java-versions unit integration e2e bench bench-scale bench-protocol bench-balance bench-faults bench-throughput clean jq java
 
 # uv installs into the venv: the same resolution as pip's, 35 s against pip's 82 s for the
 # test extra here (downloads and unpacking side by side; PySpark alone is 400 MB).
@@ -144,6 +144,10 @@ test: lint $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS) $(JA
 	$(PYTEST) -m timing $(if $(JUNIT),--junitxml=$(JUNIT)/timing.xml) $(PYTEST_ARGS); timing=$$?; \
 	wait $$beside; status=$$?; echo "--- beside the timing tests, at nice 19 (exit status $$status):"; cat $(BESIDE_LOG); \
 	[ $$timing -eq 0 -o $$timing -eq 5 ] && [ $$status -eq 0 ]
+
+## test-java-versions: the Java fleet acceptance runs (the 3.x fleet, the mixed fleet) on every Java KCL core the peers carry (3.1.3 and 3.5.1), one at a time
+test-java-versions: $(STAMP) java $(JAVA_PEERS)
+	KCLMP_TEST_KCL_VERSIONS=3.1.3,3.5.1 $(PYTEST) tests/e2e/test_kcl3_acceptance.py tests/e2e/test_mixed_fleet.py $(PYTEST_ARGS)
 
 unit: lint $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)

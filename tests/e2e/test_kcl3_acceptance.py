@@ -31,8 +31,6 @@ import copy
 import pytest
 from pytest_check import check
 
-from kcl_mp.devtools.java_daemon import DEFAULT_VERSION
-
 from ..support.fleet_findings import (
     Findings,
     compare_snapshots,
@@ -50,6 +48,7 @@ from ..support.fleet_findings import (
     resumes,
     self_acquired,
 )
+from ..support.harness import kcl_versions
 from ..support.kcl3_fleet import (
     APP,
     COORDINATOR_TABLE,
@@ -70,9 +69,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.java]
 MOVE_SLACK_S = 2.0  # a leader's log line against the lease monitor's sighting (polled every 0.25 s)
 
 
-# The Java daemon's KCL core (java_daemon.KCL_VERSIONS): 3.5.1 passes too (~4 min a run, its
-# state in the lease table); which versions CI carries is the lead's call.
-KCL_VERSIONS = (DEFAULT_VERSION,)
+# The Java daemon's KCL cores (harness.kcl_versions: $KCLMP_TEST_KCL_VERSIONS; 3.5.1 ~4 min a run,
+# its state in the lease table)
+KCL_VERSIONS = kcl_versions()
 
 
 # Session-scoped: the scenario runs to its end and leaves only its findings, so nothing stays

@@ -23,19 +23,17 @@ from pathlib import Path
 import pytest
 
 from kcl_mp.config import LeaseSettings
-from kcl_mp.devtools.java_daemon import DEFAULT_VERSION
 from kcl_mp.leases.lease import ENTITY_TYPE, not_a_lease
 
 from ..support.fleet_findings import processing_overlap
-from ..support.harness import recorded, run_support_module
+from ..support.harness import kcl_versions, recorded, run_support_module
 from ..support.mixed_fleet import APP
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
 
 JAVA = "java-1"
-# The Java daemon's KCL core (java_daemon.KCL_VERSIONS): 3.5.1 passes too (~2.5 min a run);
-# which versions CI carries is the lead's call.
-KCL_VERSIONS = (DEFAULT_VERSION,)
+# The Java daemon's KCL cores (harness.kcl_versions: $KCLMP_TEST_KCL_VERSIONS; 3.5.1 ~2.5 min a run)
+KCL_VERSIONS = kcl_versions()
 
 
 @pytest.mark.parametrize("version", KCL_VERSIONS)
