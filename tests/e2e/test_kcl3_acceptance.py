@@ -69,9 +69,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.java]
 MOVE_SLACK_S = 2.0  # a leader's log line against the lease monitor's sighting (polled every 0.25 s)
 
 
-# The Java daemon's KCL cores (harness.kcl_versions: $KCLMP_TEST_KCL_VERSIONS; 3.5.1 ~4 min a run,
-# its state in the lease table)
-KCL_VERSIONS = kcl_versions()
+# The Java daemon's KCL cores (harness.kcl_versions: $KCLMP_TEST_KCL_VERSIONS). By default 3.5.1,
+# the newest core served here (amazon_kclpy 3.2.0 bundles 3.5.3, which Maven Central does not serve here): its state in the lease
+# table, ~4 min a run against 3 for 3.1.3, which the mixed fleet and the lock test carry
+KCL_VERSIONS = kcl_versions("3.5.1")
 
 
 # Session-scoped: the scenario runs to its end and leaves only its findings, so nothing stays
@@ -252,8 +253,9 @@ def test_snapshot_comparison_names_every_loss(fleet):
         item["leaseCounter"] = {"N": str(int(item["leaseCounter"]["N"]) + 7)}
         item["throughputKBps"] = {"N": "12.5"}
         item.pop("checkpointOwner", None)
-        shot[COORDINATOR_TABLE]["Leader"] = {"key": {"S": "Leader"}, "ownerName": {"S": "kclmp-b"},
-                                             "leaseDuration": {"S": "120000"}, "recordVersionNumber": {"S": "x"}}
+        shot[COORDINATOR_TABLE]["Leader"] = {**before[COORDINATOR_TABLE]["Leader"],  # its keys in either layout
+                                             "ownerName": {"S": "kclmp-b"}, "leaseDuration": {"S": "120000"},
+                                             "recordVersionNumber": {"S": "x"}}
         shot[METRICS_TABLE][JAVA]["lut"] = {"N": str(int(before[METRICS_TABLE][JAVA]["lut"]["N"]) + 30)}
         shot[METRICS_TABLE][JAVA]["sts"] = {"M": {"C": {"L": [{"N": "10.5"}]}}}
     assert changed(allowed) == []

@@ -73,13 +73,14 @@ def assert_takers_count_only_leases(log: str, possible: range) -> None:
     assert not named & NOT_LEASES, sorted(named & NOT_LEASES)
 
 
-def kcl_versions() -> tuple[str, ...]:
-    """The Java KCL cores the Java fleet tests run against: ``$KCLMP_TEST_KCL_VERSIONS``
-    (comma-separated, each a key of ``java_daemon.KCL_VERSIONS``), else the default (3.1.3,
-    what kclpy-ext bundles): ``make test-java-versions`` runs them on every core."""
-    from kcl_mp.devtools.java_daemon import DEFAULT_VERSION, KCL_VERSIONS
+def kcl_versions(default: str) -> tuple[str, ...]:
+    """The Java KCL cores a Java fleet test runs against: ``$KCLMP_TEST_KCL_VERSIONS``
+    (comma-separated, each a key of ``java_daemon.KCL_VERSIONS``), else the test's ``default``
+    (`make test` carries each core in some test; ``make test-java-versions`` runs the fleet
+    tests on every core)."""
+    from kcl_mp.devtools.java_daemon import KCL_VERSIONS
 
-    chosen = tuple(v.strip() for v in os.environ.get("KCLMP_TEST_KCL_VERSIONS", DEFAULT_VERSION).split(",") if v.strip())
+    chosen = tuple(v.strip() for v in os.environ.get("KCLMP_TEST_KCL_VERSIONS", default).split(",") if v.strip())
     unknown = [v for v in chosen if v not in KCL_VERSIONS]
     if unknown or not chosen:
         raise ValueError(f"KCLMP_TEST_KCL_VERSIONS: {unknown or 'empty'}; known: {', '.join(KCL_VERSIONS)}")
