@@ -5,7 +5,8 @@ one JSON object a line (``ts, level, logger, worker, shard, pid, msg``), and on 
 that record a change of a lease's holder, ``event`` (a ``LeaseEvent``'s stable name),
 ``lease`` (its key) and ``from`` (who held it before a take, a steal or a forced handoff) or,
 for a leader's moves, ``to`` and ``from``; a 2.x taker's round has ``taker_plan``
-(``taker_event``): what a program reading the log keys on, where the message is prose.
+(``taker_event``), the table migration's end ``table_migration_complete`` (``why``): what a
+program reading the log keys on, where the message is prose.
 
 No credentials in logs: kcl-mp never formats them into a message, and as a second line of
 defence every line is scrubbed of every credential this process knows: the AWS keys in its
@@ -226,6 +227,8 @@ def lease_event(event: LeaseEvent, key: str, **fields: str | None) -> dict[str, 
 
 
 TAKER_PLAN = "taker_plan"  # a 2.x taker's round that takes or steals (``taker_event``)
+# KCL 3.5's table migration read or made COMPLETE: everything in the lease table from now on (``why``)
+TABLE_MIGRATION_COMPLETE = "table_migration_complete"
 
 
 def taker_event(leases: int, workers: int, target: int, take: tuple[str, ...],

@@ -26,9 +26,10 @@ os.environ["JDK_JAVA_OPTIONS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 # The Java peers' tests in two groups of five to six minutes each (one group, ten minutes, was
-# the first phase's longest worker): the 3.x fleet's with the lock test; the 2.x mixed fleet's with
-# the DynamoDB Streams adapter's fleet and the multi-stream consumer's. (The adapter's multi-stream
-# consumer runs beside the timing tests: beside_timing_last.)
+# the first phase's longest worker): the 3.x fleet's with the lock test and the 3.5 table
+# migration's; the 2.x mixed fleet's with the DynamoDB Streams adapter's fleet and the
+# multi-stream consumer's. (The adapter's multi-stream consumer runs beside the timing tests:
+# beside_timing_last.)
 JAVA_B = frozenset({"test_mixed_fleet.py", "test_dynamodb_streams_java_adapter.py", "test_multi_stream_java.py"})
 
 

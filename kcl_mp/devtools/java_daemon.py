@@ -15,7 +15,10 @@ projects under tests/java/, built by ``make java-peers`` into .cache/java/PEER:
 ``peer_command`` runs one. ``command(properties, version="3.5.1")`` runs the daemon of
 tests/java/multilang-35: the 3.1.3 multilang layer (the newest on Maven Central) on the
 3.5.1 core, where the lease table, leader, assignment and migration live; its first line
-on stderr names the core's version and jar.
+on stderr names the core's version and jar. The 3.1.3 layer does not know 3.5's two
+table-migration keys (``migrateAllEntitiesToLeaseTable``, ``tableMigrationCompleteBakeTimeSeconds``);
+that daemon sets them from the properties file as 3.5.1's layer does (a second stderr line
+says their values).
 """
 
 from __future__ import annotations

@@ -161,13 +161,17 @@ class LeaderElection:
     """One worker's part in the election; ``check`` once per heartbeat period.
 
     The clock (monotonic seconds) and the version generator are injected so a test can
-    drive both."""
+    drive both. ``may_take``, asked only when the lock is there for the taking (absent,
+    released or expired), may still say no: the table migration has left this lock's table
+    (fleet/role.py)."""
 
     def __init__(self, lock: LockTable, clock: Callable[[], float] = time.monotonic,
-                 new_version: Callable[[], str] = lambda: str(uuid.uuid4())):
+                 new_version: Callable[[], str] = lambda: str(uuid.uuid4()),
+                 may_take: Callable[[], bool] = lambda: True):
         self.lock = lock
         self.clock = clock
         self.new_version = new_version
+        self.may_take = may_take
         self.held: Sighting | None = None  # our version and when its write began
         self.seen: Sighting | None = None  # another holder's version, first seen when
         self.last_read: Lock | None = None  # the lock as a contender last read it (None: absent, or we lead)
@@ -207,6 +211,8 @@ class LeaderElection:
                 return False
             if now - self.seen.at <= current.lease_duration_ms / 1000:
                 return False
+        if not self.may_take():
+            return False
         began, version = self.clock(), self.new_version()
         if not self.lock.acquire(version, current):
             return False

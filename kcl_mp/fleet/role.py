@@ -16,7 +16,8 @@ coordinator takes and steals by the 2.x rules::
                (``client_version.follow``, logged and counted); in a 3.x role a follower finds
                its leases through the owner index (``discovery``), the leader scans, adopts
                what ``assigned_here`` shows assigned to it and runs its assignment round (``lead``)
-    tick       every renewal round: the leader election's heartbeat (lock-based roles)
+    tick       every renewal round: the leader election's heartbeat (lock-based roles; a
+               contender reads ``TableMigration3.5`` before it takes the own table's lock)
                and the worker-metrics item (roles that publish), each on its own period;
                whether this host has just become the leader (the supervisor scans at once)
 
@@ -73,7 +74,7 @@ from kcl_mp.leases import owner_index
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.rows import WorkerMetrics
 from kcl_mp.leases.table import LeaseTable
-from kcl_mp.logs import LeaseEvent, ShardLog, lease_event
+from kcl_mp.logs import TABLE_MIGRATION_COMPLETE, LeaseEvent, ShardLog, lease_event
 from kcl_mp.metrics.catalogue import Recorder
 
 
@@ -164,17 +165,30 @@ class FleetRole:
         m = self.migration
         self.tables = m.writes
         self.store = CoordinatorStateStore(self.client, m.writes, self.me, lambda: int(self.wall() * 1000), m.reads)
-        self.election = LeaderElection(LockTable(self.client, m.lock, self.me, self.config.leader_lock_ms))
+        self.election = LeaderElection(LockTable(self.client, m.lock, self.me, self.config.leader_lock_ms),
+                                       may_take=lambda: True if m.complete else self._lock_stays())
         self.reporter = WorkerMetricsReporter(self.client, m.writes, self.me,
                                               report_period_s=self.settings.worker_metrics_reporter_freq_ms / 1000.0,
                                               clock=self.clock, wall=self.wall, cores=host_probe.capacity())
+
+    def _lock_stays(self) -> bool:
+        """Before taking the own table's lock: the migration still not COMPLETE, read now. Java's
+        3.5 leader deletes that lock right after COMPLETE; a Java contender takes it, reads COMPLETE
+        and deletes it again; kcl-mp reads first and never writes the table the fleet has left."""
+        try:
+            self.migration.refresh()
+        except DependencyError as exc:
+            self.log.warning("reading the table migration status failed (%s); not taking the leader lock", exc)
+            return False
+        return not self.migration.complete
 
     def _relocate(self, why: str) -> None:
         """TableMigration3.5 is COMPLETE: release the own table's lock; from now on everything is in the lease table."""
         self.release()
         self._place()
         self.log.warning("table migration COMPLETE (%s): coordinator state, leader lock and worker metrics "
-                         "now in lease table %s", why, self.migration.lease.coordinator_table)
+                         "now in lease table %s", why, self.migration.lease.coordinator_table,
+                         extra={"event": TABLE_MIGRATION_COMPLETE, "event_fields": {"why": why}})
         self._enter()
 
     def _describe(self) -> str:
@@ -263,6 +277,9 @@ class FleetRole:
             except DependencyError as exc:
                 self.log.warning("leader election: %s", exc)
                 leads = self.election.is_leader()
+            if self.election.lock.table != self.migration.lock.coordinator_table:  # _lock_stays read COMPLETE
+                self._relocate("read")
+                leads = False
             if leads != was:
                 self.metrics.add("leader_changes", 1)
                 self.log.info("worker %s %s the fleet's leader", self.me, "is now" if leads else "is no longer")

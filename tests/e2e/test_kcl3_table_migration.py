@@ -6,8 +6,14 @@
    again rolls it back to DEPLOYED; PENDING held past the bake: COMPLETE in both tables, a
    phase-1 follower sees it at its next refresh and reads the lease table only.
 2. Java 3.5 completes the migration of a fleet a real kcl-mp host (key unset) is part of:
-   the host moves its reads, its metrics and its lock contention to the lease table within
-   a scan, and leaves Java's rows alone.
+   Java's writes played by the test; the host moves its reads, its metrics and its lock
+   contention to the lease table within a scan, and leaves Java's rows alone.
+3. The same with the real Java leader: the Java daemon on the 3.5.1 core and two kcl-mp hosts,
+   all in phase 2, 8 shards and a producer (tests/support/kcl35_migration.py, in a loopback-only
+   namespace, ~1.5 min): Java moves Migration3.0 and writes PENDING, counts the kcl-mp hosts as
+   phase-2 workers, writes COMPLETE once the PENDING item's mts is set an hour back (the only
+   simulated thing: the bake's time); the kcl-mp hosts follow, contend for the lock in the lease
+   table only, lead from it once Java stops, and every record is delivered.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import sys
 import time
 
 import pytest
+from pytest_check import check
 
 from kcl_mp.embedded import ensure_stream
 from kcl_mp.errors import DependencyError
@@ -23,31 +30,17 @@ from kcl_mp.fleet import table_migration as tm
 from kcl_mp.fleet.state_store import ensure_table
 from kcl_mp.fleet.table_migrator import TableMigrator, moved
 from kcl_mp.fleet.worker_metrics import WorkerMetricsReporter
+from kcl_mp.leases.rows import MIGRATION_KEY, TABLE_MIGRATION_KEY
 from kcl_mp.leases.table import LeaseTable
+from kcl_mp.logs import TABLE_MIGRATION_COMPLETE
 
-from ..support.harness import RECORDER, Daemon, base_properties, wait_until, write_properties
+from ..support import kcl35_migration
+from ..support.fleet_findings import delivered_by, java_logged, processing_overlap, resumes, self_acquired
+from ..support.harness import RECORDER, Daemon, base_properties, log_lines, wait_until, write_properties
+from ..support.kcl3_fleet import APP, COORDINATOR_TABLE, JAVA, KCLMP, METRICS_TABLE
+from ..support.kcl35_migration import HOUR_MS, MIGRATION, counted, java_summaries, own_tables
 
-pytestmark = [pytest.mark.integration, pytest.mark.timing]  # COMPLETE followed within two scans
-
-HOUR_MS = 3600 * 1000
-MIGRATION = {"key": {"S": "Migration3.0"}, "cv": {"S": "CLIENT_VERSION_3X"}, "mb": {"S": "java-worker-1"},
-             "mts": {"N": "1795343451578"},
-             "h": {"L": [{"M": {"cv": {"S": "CLIENT_VERSION_INIT"}, "mb": {"S": "java-worker-1"},
-                                "mts": {"N": "1795343451576"}}}]}}
-
-
-def _own_tables(dynamodb, app: str, status: str, mts_ms: int, lock_owner: str, lock_ms: int = 120000) -> None:
-    """A 3.x fleet's own tables in the middle of phase 1: Migration3.0 (3.1.3's shape), the
-    lock, TableMigration3.5 as Java's leader writes it."""
-    ensure_table(dynamodb, f"{app}-CoordinatorState", "key")
-    ensure_table(dynamodb, f"{app}-WorkerMetricStats", "wid")
-    dynamodb.put_item(TableName=f"{app}-CoordinatorState", Item=MIGRATION)
-    dynamodb.put_item(TableName=f"{app}-CoordinatorState", Item={
-        "key": {"S": "Leader"}, "ownerName": {"S": lock_owner}, "leaseDuration": {"S": str(lock_ms)},
-        "recordVersionNumber": {"S": "rvn-1"}, "entityType": {"S": "LEADER"}})
-    state = tm.set_status(tm.set_status(None, tm.INIT, "java-worker-1", mts_ms - HOUR_MS), status, "java-worker-1", mts_ms)
-    dynamodb.put_item(TableName=f"{app}-CoordinatorState", Item={
-        "key": {"S": "TableMigration3.5"}, "entityType": {"S": "TABLE_MIGRATION"}, **state.attributes("tm")})
+pytestmark = pytest.mark.integration
 
 
 def _keys(dynamodb, table: str, key: str) -> set[str]:
@@ -58,12 +51,13 @@ def _get(dynamodb, table: str, key: str, value: str) -> dict | None:
     return dynamodb.get_item(TableName=table, Key={key: {"S": value}}, ConsistentRead=True).get("Item")
 
 
+@pytest.mark.timing  # the whole module was, before the Java run joined it
 def test_kcl_mp_leader_moves_the_rows_rolls_back_and_completes(dynamodb, unique_name):
     app = lease_table = unique_name
     LeaseTable(dynamodb, lease_table).ensure_table()
     own = f"{app}-CoordinatorState"
     now_ms = int(time.time() * 1000)
-    _own_tables(dynamodb, app, tm.DEPLOYED, now_ms - 2 * HOUR_MS, lock_owner="kclmp-1")
+    own_tables(dynamodb, app, tm.DEPLOYED, now_ms - 2 * HOUR_MS, lock_owner="kclmp-1")
     with pytest.raises(DependencyError, match="phase 1"):  # phase 2 before phase 1: refused, as Java
         _phase2_refused(dynamodb, app)
 
@@ -121,13 +115,14 @@ def _phase2_refused(dynamodb, app: str) -> None:
     TableMigrator(dynamodb, app, app, "w", migrate_all=True, coordinator_table=own).start()
 
 
+@pytest.mark.timing  # COMPLETE followed within two scans
 def test_a_kcl_mp_host_follows_java_35_completing_the_migration(tmp_path, kinesis, dynamodb, moto_url, unique_name):
     stream, app = unique_name, unique_name + "-app"
     ensure_stream(kinesis, stream, 2)
     LeaseTable(dynamodb, app).ensure_table()
     own = f"{app}-CoordinatorState"
     now_ms = int(time.time() * 1000)
-    _own_tables(dynamodb, app, tm.DEPLOYED, now_ms - 2 * HOUR_MS, lock_owner="java-worker-1")
+    own_tables(dynamodb, app, tm.DEPLOYED, now_ms - 2 * HOUR_MS, lock_owner="java-worker-1")
     props = write_properties(tmp_path / "app.properties", **base_properties(
         moto_url, stream, app, f"{sys.executable} {RECORDER}", failoverTimeMillis=3000,
         clientVersionConfig="CLIENT_VERSION_CONFIG_3X", workerMetricsReporterFreqInMillis=2000))
@@ -169,3 +164,110 @@ def test_a_kcl_mp_host_follows_java_35_completing_the_migration(tmp_path, kinesi
         host.stop_gracefully(60)
     finally:
         host.kill()
+
+
+@pytest.mark.java
+@pytest.mark.timeout(330)  # past the scenario's own bounds (300 s), so a stuck phase is reported by name
+def test_java_35_leader_migrates_a_fleet_with_kcl_mp_hosts_in_it(tmp_path):
+    f = kcl35_migration.run(tmp_path / "migration", timeout=300)
+    phases, notes = f.phases, f.result["notes"]
+    start = phases["start"]
+    print("phases (s from the start):", {name: round(at - start, 1) for name, at in phases.items()})
+    print("own-table lock:", [(round(at - start, 1), owner) for at, owner in f.leaders()],
+          "lease-table lock:", [(round(at - start, 1), owner) for at, owner in notes["lease_lock"]])
+    assert f.failure is None, f"{f.failure}\n{f.tails()}"
+    java_log, shots = f.log(f"{JAVA}.1.log"), f.result["snapshots"]
+    assert "kcl-core 3.5.1 from" in java_log and "migrateAllEntitiesToLeaseTable=true" in java_log, java_log[:2000]
+
+    # Java leads from the own table; PENDING: Migration3.0 moved (as kcl-mp's moved() writes it)
+    with check:
+        assert {owner for _, owner in f.leaders()} <= {None, JAVA}, f.leaders()  # no kcl-mp host took it, ever
+    statuses = [status for _, status, _ in notes["status"]]
+    statuses = statuses[statuses.index(tm.DEPLOYED):] if tm.DEPLOYED in statuses else statuses  # from the seed on
+    with check:
+        assert [s for i, s in enumerate(statuses) if i == 0 or s != statuses[i - 1]] == [
+            tm.DEPLOYED, tm.PENDING, tm.COMPLETE], notes["status"]  # never gone, no rollback on the way
+    pending = shots["pending"]
+    with check:
+        assert set(pending[COORDINATOR_TABLE]) == {"Leader", TABLE_MIGRATION_KEY}, sorted(pending[COORDINATOR_TABLE])
+    with check:
+        assert pending[APP][MIGRATION_KEY] == moved(MIGRATION), pending[APP][MIGRATION_KEY]
+    state = pending[COORDINATOR_TABLE][TABLE_MIGRATION_KEY]
+    with check:
+        assert state["tm"] == {"S": tm.PENDING} and state["mb"] == {"S": JAVA}, state
+    with check:
+        assert state["h"]["L"][0]["M"]["tm"] == {"S": tm.DEPLOYED}, state
+
+    # the check that completed counted both kcl-mp hosts as lease owners reporting in the lease table
+    completed_at = java_logged(java_log, "PENDING -> COMPLETE: bake time elapsed", start, phases["end"])
+    assert completed_at, java_log[-4000:]
+    last = [(ok, summary) for at, ok, summary in java_summaries(java_log) if at <= completed_at[0]][-1]
+    with check:
+        assert last[0] and counted(last[1]), last
+
+    # COMPLETE in both tables, the same item; from then on nothing new in the own tables
+    done = shots["complete"]
+    in_lease, in_own = done[APP][TABLE_MIGRATION_KEY], done[COORDINATOR_TABLE][TABLE_MIGRATION_KEY]
+    with check:
+        assert in_lease["tm"] == {"S": tm.COMPLETE} and in_lease["mb"] == {"S": JAVA}, in_lease
+    with check:
+        assert {k: v for k, v in in_lease.items() if k != "leaseKey"} == {k: v for k, v in in_own.items() if k != "key"}
+    complete_s = int(in_lease["mts"]["N"]) / 1000
+    for name in [name for name in shots if phases[name] >= phases["followed"]]:
+        with check:
+            assert shots[name][COORDINATOR_TABLE] == {TABLE_MIGRATION_KEY: in_own}, (name, shots[name][COORDINATOR_TABLE])
+        with check:  # Java's rows in the lease table, left alone
+            assert (shots[name][APP][TABLE_MIGRATION_KEY], shots[name][APP][MIGRATION_KEY]) == (
+                in_lease, pending[APP][MIGRATION_KEY]), name
+    for name, shot in shots.items():
+        with check:
+            assert shot[METRICS_TABLE] == {}, (name, shot[METRICS_TABLE])  # every worker reports to the lease table
+
+    # the kcl-mp hosts follow; their metrics keep coming to the lease table; the lock there only
+    followed = {}
+    for host in KCLMP:
+        log = f.log(f"{host}.1.log")
+        events = [(at, entry) for at, entry in log_lines(log) if entry.get("event") == TABLE_MIGRATION_COMPLETE]
+        with check:  # any other why: the host led from the own table after COMPLETE, on the lock Java released
+            assert len(events) == 1 and events[0][1]["why"] == "read", (host, events)
+        followed[host] = round(events[0][0] - complete_s, 1) if events else None
+        with check:
+            assert not [line for line in log.splitlines() if '"level":"ERROR"' in line or "Traceback" in line]
+        with check:
+            assert self_acquired(log, start, phases["java_stopped"]) == [], host  # assigned by Java, never taken
+        metrics = [shots[name][APP].get(host) for name in ("complete", "end")]
+        with check:
+            assert all(m and m["entityType"] == {"S": "WORKER_METRIC_STATS"} and m["sup"] == {"N": "1"}
+                       for m in metrics), metrics
+        with check:
+            assert int(metrics[1]["lut"]["N"]) > int(metrics[0]["lut"]["N"]), metrics
+    scan_s = 6.025  # kcl-mp's watch interval at failoverTimeMillis 6000: the status read at most this often
+    with check:
+        assert all(s is not None and 0 <= s <= 2 * scan_s + 2 for s in followed.values()), followed
+    lease_owners = [owner for at, owner in notes["lease_lock"] if owner]
+    first_lease_lock = next(at for at, owner in notes["lease_lock"] if owner)
+    with check:
+        assert set(lease_owners) <= {JAVA, *KCLMP} and first_lease_lock >= complete_s, notes["lease_lock"]
+    with check:
+        assert lease_owners[-1] in KCLMP, notes["lease_lock"]  # a kcl-mp host leads from the lease table
+
+    # throughout: every record delivered, no shard processed twice at once beyond a failover
+    with check:
+        assert f.undelivered() == 0, f"{f.undelivered()} records never delivered"
+    overlap, shard = processing_overlap(f.entries)
+    with check:
+        assert overlap <= f.result["settings"]["failover_s"], (overlap, shard)
+    handed = resumes(f.entries, f.result["puts"])
+    with check:
+        assert all(r.ok for r in handed), [r for r in handed if not r.ok]
+    with check:
+        assert f.result["backwards"] == [], f.result["backwards"]
+    with check:
+        assert f.result["exits"] == {f"{JAVA}.1": 143, **{f"{host}.1": 0 for host in KCLMP}}, f.result["exits"]
+    pending_s = next(at for at, status, _ in notes["status"] if status == tm.PENDING) - phases["seeded"]
+    complete_after_s = complete_s - notes["aged"][0]
+    print(f"PENDING {pending_s:.1f} s after the Java daemon started; COMPLETE {complete_after_s:.1f} s after the "
+          f"bake's hour passed; followed by the kcl-mp hosts in {followed} s; lease-table lock: "
+          f"{[(round(at - complete_s, 1), owner) for at, owner in notes['lease_lock'] if owner]} (s after COMPLETE); "
+          f"{len(f.result['puts'])} records, per host {delivered_by(f.entries)}; longest overlap {overlap:.1f} s "
+          f"({shard})")

@@ -120,3 +120,57 @@ def test_two_electors_in_real_time_never_both_lead(dynamodb, unique_name):
     assert not leader.is_leader()
     took = other.held.at - last_beat
     assert 2.0 < took < 2.0 + 0.2 + 2.0, took  # after the lease duration, within one check (loaded machine: +2 s)
+
+
+def test_a_contender_reads_the_table_migration_before_taking_the_own_tables_lock(tmp_path, moto_url, dynamodb,
+                                                                                   unique_name):
+    """Java's 3.5 leader writes COMPLETE and deletes its lock in the own CoordinatorState table.
+    A kcl-mp contender whose next lock check comes before its next read of the status (a
+    scan's, every watch interval) finds the own table's lock free: it reads the status before
+    taking it, takes nothing there and moves to the lease table, whose lock it takes at its
+    next check (Java takes the own lock, reads COMPLETE and deletes it again; kcl-mp never
+    writes a lock into the table the fleet has left)."""
+    import logging
+    import random
+
+    from kcl_mp.config import load_config
+    from kcl_mp.fleet import table_migration as tm
+    from kcl_mp.fleet.role import FleetRole
+    from kcl_mp.leases.table import LeaseTable
+    from kcl_mp.logs import ShardLog
+    from kcl_mp.metrics.catalogue import Recorder
+
+    from ..support.harness import base_properties, write_properties
+    from ..support.kcl35_migration import HOUR_MS, own_tables
+
+    app = unique_name
+    table = LeaseTable(dynamodb, app)
+    table.ensure_table()
+    now_ms = int(time.time() * 1000)
+    own_tables(dynamodb, app, tm.PENDING, now_ms - 2 * HOUR_MS, lock_owner="java-1")
+    props = write_properties(tmp_path / "app.properties", **base_properties(
+        moto_url, "unused", app, "true", workerId="kclmp-1", failoverTimeMillis=3000,
+        clientVersionConfig="CLIENT_VERSION_CONFIG_3X", migrateAllEntitiesToLeaseTable="true"))
+    clock = Clock()
+    role = FleetRole(load_config(props), dynamodb, table, ShardLog(logging.getLogger("test"), "kclmp-1"), clock,
+                     time.time, random.Random(1), Recorder(enabled=False))
+    role.join()  # its first lock check: java-1's lock, first seen
+    assert role.follow() is False and role.migration.local == tm.PENDING and not role.is_leader()
+    own = f"{app}-CoordinatorState"
+    complete = {"entityType": {"S": "TABLE_MIGRATION"}, **tm.set_status(
+        role.migration.stored, tm.COMPLETE, "java-1", now_ms).attributes("tm")}
+    dynamodb.transact_write_items(TransactItems=[  # Java's finalizeMigrationComplete, then its release
+        {"Put": {"TableName": app, "Item": {"leaseKey": {"S": "TableMigration3.5"}, **complete}}},
+        {"Put": {"TableName": own, "Item": {"key": {"S": "TableMigration3.5"}, **complete}}}])
+    dynamodb.delete_item(TableName=own, Key={"key": {"S": "Leader"}})
+
+    clock.advance(role.config.leader_heartbeat_s)  # the next lock check, before the next status read
+    assert clock.now < role.next_follow
+    assert role.tick() is False
+    assert dynamodb.get_item(TableName=own, Key={"key": {"S": "Leader"}}, ConsistentRead=True).get("Item") is None
+    assert role.migration.complete and role.election is not None and role.election.lock.table == app
+    clock.advance(role.config.leader_heartbeat_s)
+    assert role.tick() is True  # the lease table's lock, free: taken
+    lock = dynamodb.get_item(TableName=app, Key={"leaseKey": {"S": "Leader"}}, ConsistentRead=True)["Item"]
+    assert lock["ownerName"] == {"S": "kclmp-1"} and lock["entityType"] == {"S": "LEADER"}
+    assert dynamodb.get_item(TableName=own, Key={"key": {"S": "Leader"}}, ConsistentRead=True).get("Item") is None

@@ -71,11 +71,11 @@ LOCK_LEASE_S = 120.0  # the Java lock client's default; the daemon has no key fo
 ROUNDS_WATCHED = 6
 
 
-def fleet_properties(out: Path, url: str, worker: str) -> Path:
-    """mixed_fleet's keys in the default 3.x mode: no clientVersionConfig."""
+def fleet_properties(out: Path, url: str, worker: str, **keys: object) -> Path:
+    """mixed_fleet's keys in the default 3.x mode: no clientVersionConfig (``keys``: more, the same for every host)."""
     return properties(out, url, worker, streamName=APP, applicationName=APP,
                       clientVersionConfig=None,
-                      leaseAssignmentIntervalMillis=ASSIGNMENT_MS)
+                      leaseAssignmentIntervalMillis=ASSIGNMENT_MS, **keys)
 
 
 def state_tables(version: str) -> StateTables:
@@ -124,12 +124,16 @@ class LockMonitor(threading.Thread):
 
 
 class Fleet:
-    """The emulator, the producer, the observers and the hosts of one run."""
+    """The emulator, the producer, the observers and the hosts of one run. ``tables``: where the
+    lock monitor looks and how snapshots read (default ``state_tables(version)``); ``keys``: more
+    properties keys for every host."""
 
-    def __init__(self, out: Path, version: str = java_daemon.DEFAULT_VERSION):
+    def __init__(self, out: Path, version: str = java_daemon.DEFAULT_VERSION, tables: StateTables | None = None,
+                 **keys: object):
         self.out = out
         self.version = version
-        self.tables = state_tables(version)
+        self.tables = tables or state_tables(version)
+        self.keys = keys
         (out / "records").mkdir(parents=True, exist_ok=True)
         os.environ.update(EMBEDDED_ENV)
         self.emulator = start_emulator(http2=True, log_path=str(out / "moto.log"))
@@ -153,11 +157,11 @@ class Fleet:
         self.lock.start()
 
     def start_java(self) -> None:
-        self._start(JAVA, java_daemon.command(fleet_properties(self.out, self.url, JAVA), self.version))
+        self._start(JAVA, java_daemon.command(fleet_properties(self.out, self.url, JAVA, **self.keys), self.version))
 
     def start_kclmp(self, name: str) -> None:
         self._start(name, [sys.executable, "-m", "kcl_mp", "--log-format", "json", "--properties",
-                           str(fleet_properties(self.out, self.url, name))])
+                           str(fleet_properties(self.out, self.url, name, **self.keys))])
 
     def _start(self, name: str, argv: list[str]) -> None:
         self.runs[name] = self.runs.get(name, 0) + 1
