@@ -36,10 +36,11 @@ bench/daemons.py; the leases created before any host starts, as tests/support/kc
 host-a starts alone; once it holds the six leases the producer starts; --alone-s later host-b
 and host-c start; once both have written their worker metrics (they have joined the 3.x
 fleet) and the lease owners have not changed for --stable-s (at most --settle-timeout-s after
-the join; "settle" says when they last did), and once no shard has a backlog left from the
-moves and host-a's time alone (every shard's newest record processed within 5 s of its put;
-at most --catch-up-timeout-s: an overloaded host never gets there, "c/up" says so), a
---window-s window is measured:
+the join; "settle" says when they last changed before that quiet time: a rule may move
+leases again after it, the window's "moves" count those), and once no shard has a backlog
+left from the moves and host-a's time alone (every shard's newest record processed within
+5 s of its put; at most --catch-up-timeout-s: an overloaded host never gets there, "c/up"
+says so), a --window-s window is measured:
 
     host CPU         cores each host used (its cgroup's cpuacct), max/mean over the three
     processors       cores its processors used (their /proc CPU, sampled every second; a
