@@ -18,7 +18,7 @@ NODE_PROCESSOR := kcl_mp/processors/nodejs/node_modules/aws-kcl/package.json
 # The jars beside PySpark's for s3a:// paths (examples/spark/jars.pom.xml: 35 jars, 13 MB).
 SPARK_JARS := .cache/spark-jars/.pinned
 
-.PHONY: demo spark-demo spark-jars java-peers jdk mvn lint test test-java-versions unit integration e2e bench bench-scale bench-protocol bench-balance bench-faults bench-throughput clean jq java
+.PHONY: demo spark-demo spark-jars java-peers jdk mvn lint test test-java-versions unit integration e2e bench bench-scale bench-protocol bench-balance bench-faults bench-throughput bench-cost clean jq java
 
 # uv installs into the venv: the same resolution as pip's, 35 s against pip's 82 s for the
 # test extra here (downloads and unpacking side by side; PySpark alone is 400 MB).
@@ -182,6 +182,11 @@ bench-protocol: $(STAMP)
 bench-throughput: $(BENCH_STAMP)
 	@command -v java >/dev/null || { echo "bench-throughput: Java 17+ is needed for the Java daemon (Debian: openjdk-17-jre-headless)" >&2; exit 1; }
 	$(BIN)/python bench/throughput.py $(BENCH_ARGS)
+
+## bench-cost: three hosts of 0.3 core (cgroups), shards of unequal cost: kcl-mp COST_BASED, counting, its default rule, Java 3.x, a Java leader
+bench-cost: $(BENCH_STAMP)
+	@command -v java >/dev/null || { echo "bench-cost: Java 17+ is needed for the Java daemon (Debian: openjdk-17-jre-headless)" >&2; exit 1; }
+	$(BIN)/python bench/cost_fleet.py $(BENCH_ARGS)
 
 ## bench-balance: take intervals to balance after a cold start, a join and a crash, kcl-mp vs the Java rule
 bench-balance: $(STAMP)

@@ -4,7 +4,8 @@
 Each child appends JSON lines to ``$RECORDER_DIR/<shard>.<pid>.jsonl``: one per event
 (initialize, shutdownRequested, leaseLost, shardEnded, checkpoint results) and one per record,
 each with the wall-clock time it was written (``at``; a record also carries ``got``, when its
-processRecords arrived: the moment of delivery). It checkpoints after every
+processRecords arrived: the moment of delivery, and ``behind``, that processRecords'
+millisBehindLatest). It checkpoints after every
 ``$RECORDER_CHECKPOINT_EVERY`` records (at the last record of the batch), and on
 shutdownRequested and shardEnded. ``$RECORDER_BATCH_DELAY_S`` makes each processRecords take
 that long (a busy processor). ``$RECORDER_SHARD_END_REFUSALS`` = N: the first N shardEnded of
@@ -56,6 +57,7 @@ class Recorder(processor.RecordProcessorBase):
         self.since_start = 0
         self.faulted = False
         self.got = None
+        self.behind = None  # the current processRecords' millisBehindLatest
         self.burn_s = 0.0  # CPU per record ($RECORDER_BURN_MS), set at initialize
 
     def _write(self, entry):
@@ -128,10 +130,11 @@ class Recorder(processor.RecordProcessorBase):
     def _record(self, r):
         self._write({"pk": r.partition_key, "data": r.binary_data.decode("utf-8", "replace"),
                      "seq": r.sequence_number, "sub": r.sub_sequence_number,
-                     "ts": _epoch_ms(r.approximate_arrival_timestamp), "got": self.got})
+                     "ts": _epoch_ms(r.approximate_arrival_timestamp), "got": self.got, "behind": self.behind})
 
     def process_records(self, process_records_input):
         self.got = time.time()
+        self.behind = process_records_input.millis_behind_latest
         if self.delay_s:
             time.sleep(self.delay_s)
         self._fault(process_records_input.records)

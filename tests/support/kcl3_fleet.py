@@ -85,12 +85,13 @@ def state_tables(version: str) -> StateTables:
     return StateTables.separate(APP) if version == "3.1.3" else StateTables.in_lease_table(APP)
 
 
-def create_leases(kinesis, dynamodb) -> None:
-    """The lease table with one lease per shard, as a shard sync leaves it: a Java worker
-    that finds the table empty waits up to 30 s (at random) before its own shard sync."""
-    table = LeaseTable(dynamodb, APP)
+def create_leases(kinesis, dynamodb, app: str = APP) -> None:
+    """The lease table of ``app`` (reading the stream of that name) with one lease per shard,
+    as a shard sync leaves it: a Java worker that finds the table empty waits up to 30 s (at
+    random) before its own shard sync."""
+    table = LeaseTable(dynamodb, app)
     table.ensure_table()
-    for shard in kinesis.list_shards(StreamName=APP)["Shards"]:
+    for shard in kinesis.list_shards(StreamName=app)["Shards"]:
         hashes = shard["HashKeyRange"]
         table.create_if_absent(Lease(key=shard["ShardId"], checkpoint=ExtendedSequenceNumber(TRIM_HORIZON),
                                      hash_range=(int(hashes["StartingHashKey"]), int(hashes["EndingHashKey"]))))
