@@ -219,6 +219,7 @@ class Kcl3Settings:
     max_throughput_per_host_kbps: float = float("inf")
     dampening_percentage: int = 60
     rebalance_threshold_percentage: int = 10
+    variance_balancing_frequency: int = 3  # rebalance on a new leader's first round, then every N-th
     coordinator_state_table_name: str | None = None  # None: <app>-CoordinatorState
     worker_metrics_table_name: str | None = None  # None: <app>-WorkerMetricStats
     worker_metrics_reporter_freq_ms: int = 30000

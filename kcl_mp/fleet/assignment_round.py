@@ -27,8 +27,10 @@ to scan. Each scan:
    LEFT_ROUNDS rounds; a lease a worker gave up (``released_by``) goes to none of them.
    The rebalance follows kclmp.leaseAssignmentStrategy: WORKER_UTILIZATION_AWARE, that
    module's own; LEASE_COUNT_BASED, the same with every lease and worker alike (no
-   throughput, no CPU: counts, spread <= 1); COST_BASED, the assignment's steps without its
-   rebalance, then ``cost_balance.plan_cost_moves`` over the leases as assigned (those just
+   throughput, no CPU: counts, spread <= 1); both only on a new leader's first round and
+   then every varianceBalancingFrequency-th (Java's LeaseAssignmentManager: its
+   ``lamRunCounter``, reset on a leader switch); COST_BASED, every round, the assignment's
+   steps without its rebalance, then ``cost_balance.plan_cost_moves`` over the leases as assigned (those just
    assigned, settling or pending a handoff stay; ``left`` and ``released`` bar their workers;
    maxLeasesForWorker bounds a receiver).
 5. *Remember* (``RoundPlan.remember``), from the writes that succeeded: where each moved
@@ -65,6 +67,7 @@ class RoundSettings:
     assignment: AssignmentSettings = field(default_factory=AssignmentSettings)
     strategy: LeaseAssignmentStrategy = "WORKER_UTILIZATION_AWARE"  # kclmp.leaseAssignmentStrategy
     cost: CostSettings = field(default_factory=CostSettings)
+    balance_every: int = 3  # varianceBalancingFrequency: rounds per rebalance (not COST_BASED)
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class Memory:
     written: Mapping[str, int] = field(default_factory=dict)  # leases moved, not yet renewed by their new owner
     left: Mapping[str, tuple[int, frozenset[str]]] = field(default_factory=dict)  # lease -> (round, handed away from)
     gone: Mapping[str, float] = field(default_factory=dict)  # worker seen with every lease expired -> its lut then
+    balance_count: int = 0  # Java's lamRunCounter: a round rebalances at 0; 0 again on becoming the leader
 
 
 @dataclass(frozen=True)
@@ -157,13 +161,15 @@ def plan_round(watched: Watch, leases: Mapping[str, Lease], workers: Sequence[Wo
         assignable = [WorkerLoad(w.worker_id) for w in candidates]
     settling = assignment.settling(memory.written, leases)
     barred = {k: v[1] for k, v in left.items()}
+    balance_now = watched.due and memory.balance_count == 0
     plan = assignment.plan_assignment(loads, assignable, settings.assignment, rng, settling, barred, set(left),
-                                      rebalance=watched.due and settings.strategy != "COST_BASED",
+                                      rebalance=balance_now and settings.strategy != "COST_BASED",
                                       released=released)
     if settings.strategy == "COST_BASED" and watched.due:
         plan = _cost_moves(plan, watched.loads, candidates, settings, settling,
                            {k: {*barred.get(k, ()), *released.get(k, ())} for k in {*barred, *released}})
-    memory = replace(memory, gone=gone, left=left, spilled=frozenset(plan.spillover))
+    balance_count = (memory.balance_count + 1) % max(1, settings.balance_every) if watched.due else memory.balance_count
+    memory = replace(memory, gone=gone, left=left, spilled=frozenset(plan.spillover), balance_count=balance_count)
     return RoundPlan(tuple(overdue), plan, memory, renewing)
 
 

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from kcl_mp.config import Config
@@ -112,7 +113,8 @@ class FleetRole:
                 max_leases_for_worker=config.lease.max_leases_for_worker),
             self.settings.lease_assignment_strategy,
             cost_balance.CostSettings(self.settings.cost_band_percent, self.settings.cost_min_gain_percent,
-                                      self.settings.cost_moves_per_round))
+                                      self.settings.cost_moves_per_round),
+            self.settings.variance_balancing_frequency)
 
     @property
     def me(self) -> str:
@@ -284,6 +286,8 @@ class FleetRole:
                 self.metrics.add("leader_changes", 1)
                 self.log.info("worker %s %s the fleet's leader", self.me, "is now" if leads else "is no longer")
                 self.next_round = now
+                if leads:  # a new leader rebalances on its first round (Java resets lamRunCounter)
+                    self.memory = replace(self.memory, balance_count=0)
                 became = leads
         if not r.publishes_metrics or self.reporter is None:
             return became

@@ -131,3 +131,32 @@ def test_lease_count_based_ignores_throughput_and_cpu() -> None:
     assert _round(leases, workers, SETTINGS).handoffs == ()
     plan = _round(leases, workers, replace(SETTINGS, strategy="LEASE_COUNT_BASED"))
     assert len(plan.handoffs) == 1 and plan.handoffs[0].owner == "A" and dict(plan.counts) == {"A": 3, "B": 2}
+
+
+@pytest.mark.parametrize("strategy, every, rebalancing", [
+    ("LEASE_COUNT_BASED", 3, [True, False, False, True, False]),  # Java's default varianceBalancingFrequency
+    ("LEASE_COUNT_BASED", 1, [True, True, True, True, True]),
+    ("WORKER_UTILIZATION_AWARE", 2, [True, False, True, False, True]),
+    ("COST_BASED", 3, [True, True, True, True, True]),  # its band and move budget bound its churn instead
+])
+def test_a_leader_rebalances_on_its_first_round_then_every_nth(strategy, every, rebalancing) -> None:
+    """Java's LeaseAssignmentManager rebalances when its lamRunCounter is 0 (a new leader's first
+    run), then every varianceBalancingFrequency-th run; assigning expired leases runs every round.
+    A's five leases against B's none (B just joined), the imbalance left in place round after round
+    (as if every handoff failed); a scan between rounds (not due) counts for nothing."""
+    settings = replace(SETTINGS, strategy=strategy, balance_every=every)
+    leases = {f"a{i}": _lease(f"a{i}", "A", 10.0, 20.0) for i in range(5)}
+    workers = [WorkerLoad("A", 50.0, cores=1.0), WorkerLoad("B", 0.0, cores=1.0)]
+    observations = {k: Observation(x.counter, x.owner, 100.0, 0.0, None, True) for k, x in leases.items()}
+    state = Memory(observations)
+    seen = []
+    for n in range(len(rebalancing)):
+        between = watch(state, leases, 100.0 + n, False, settings.failover_s)  # a scan, no round due
+        state = between.memory
+        watched = watch(state, leases, 100.0 + n, True, settings.failover_s)
+        plan = plan_round(watched, leases, workers, {"A": 100.0, "B": 100.0}, 100.0 + n, 100.0 + n, settings,
+                          random.Random(n))
+        assert plan.assignment is not None
+        seen.append(bool(plan.assignment.handoffs))
+        state = replace(plan.memory, left={})  # every handoff failed: nothing is barred
+    assert seen == rebalancing

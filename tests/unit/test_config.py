@@ -260,10 +260,10 @@ def test_two_spellings_of_one_setting_warn(tmp_path) -> None:
 
 
 def test_ignored_keys_are_recorded(tmp_path) -> None:
-    config = load(tmp_path, maxActiveThreads="10", varianceBalancingFrequency="5",
+    config = load(tmp_path, maxActiveThreads="10", workerMetricsEMAAlpha="0.5",
                   **{"kinesisClient.maxConcurrency": "5", "validateSequenceNumberBeforeCheckpointing": "true"})
     assert {name for name, _ in config.ignored} == {
-        "maxActiveThreads", "varianceBalancingFrequency", "kinesisClient.maxConcurrency",
+        "maxActiveThreads", "workerMetricsEMAAlpha", "kinesisClient.maxConcurrency",
         "validateSequenceNumberBeforeCheckpointing"}
     # Only what changes behaviour a user may count on is a warning.
     assert len(config.warnings) == 1
@@ -537,3 +537,9 @@ def test_a_1x_streams_daemon_file_names_the_dynamodb_stream_by_its_arn_in_stream
     config = load(tmp_path, drop=("maxRecords",), streamName=DDB_ARN)
     assert config.stream_kind is StreamKind.DYNAMODB and config.stream_arn == DDB_ARN
     assert config.stream_name == "Orders" and config.warnings == ()
+
+
+def test_variance_balancing_frequency_is_used(tmp_path) -> None:
+    """Java's leader rebalances on every third assignment round by default; kcl-mp's follows it."""
+    assert load(tmp_path).kcl3.variance_balancing_frequency == 3
+    assert load(tmp_path, varianceBalancingFrequency="1").kcl3.variance_balancing_frequency == 1
