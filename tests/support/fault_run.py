@@ -153,6 +153,7 @@ class FaultRun:
             kinesisEndpoint=self.proxies["kinesis"].url, failoverTimeMillis=FAILOVER_MS, maxRecords=500,
             shardSyncIntervalMillis=2000, parentShardPollIntervalMillis=500, idleTimeBetweenReadsInMillis=200,
             clientVersionConfig=MODES[mode])
+        keys.pop("varianceBalancingFrequency")  # the default's (3): the fault runs measure the defaults
         self.props = write_properties(tmp / "app.properties", **{k: v for k, v in keys.items() if v is not None})
         self.hosts: dict[str, Daemon] = {}
         self.facts = Facts(seed, schedule(seed, mode), mode)
