@@ -88,7 +88,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get
 import procs  # noqa: E402
 from cgroups import HostGroup  # noqa: E402
 from common import bench_environment, enter_namespace  # noqa: E402
-from fleet_watch import PacedProducer, TreeMeter, capacity, caught_up, leader, reporting, wait_stable  # noqa: E402
+from fleet_watch import TreeMeter, capacity, caught_up, leader, reporting, wait_stable  # noqa: E402
 
 from kcl_mp.devtools import java_daemon  # noqa: E402
 from kcl_mp.devtools.bench_figures import deliveries, max_over_mean, owner_moves  # noqa: E402
@@ -176,7 +176,7 @@ def run_one(config: str, load_name: str, args: argparse.Namespace, work: Path) -
 
     from kcl_mp.embedded import ensure_stream, start_emulator
     from kcl_mp.leases.cost import measured
-    from tests.support.harness import RECORDER, TableMonitor, recorded
+    from tests.support.harness import RECORDER, BackgroundProducer, TableMonitor, recorded
     from tests.support.kcl3_fleet import create_leases
     from tests.support.mixed_fleet import Host, properties
 
@@ -194,7 +194,7 @@ def run_one(config: str, load_name: str, args: argparse.Namespace, work: Path) -
     create_leases(kinesis, dynamodb, app)
     starts = [s["HashKeyRange"]["StartingHashKey"]
               for s in sorted(kinesis.list_shards(StreamName=app)["Shards"], key=lambda s: s["ShardId"])]
-    producer = PacedProducer(lambda n: put_round(kinesis, app, starts, shape.per_round, n), ROUND_S)
+    producer = BackgroundProducer(lambda n: put_round(kinesis, app, starts, shape.per_round, n), ROUND_S, paced=True)
     monitor = TableMonitor(dynamodb, app)
     meter = TreeMeter(str(RECORDER))
     groups: dict[str, HostGroup] = {}

@@ -2,7 +2,7 @@
 (tests/support/harness.TableMonitor): each host's processes' CPU (``TreeMeter``), the fleet's
 state items (the leader lock's owner, who has joined, a kcl-mp host's capacity), whether the
 processors have a backlog (``caught_up``, from the recorder's files) and when the owners
-have settled (``wait_stable``); and a producer on a fixed schedule (``PacedProducer``)."""
+have settled (``wait_stable``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from typing import Any
 import procs
 
 from kcl_mp.devtools.bench_figures import last_record
-from tests.support.harness import BackgroundProducer
 
 
 class TreeMeter(threading.Thread):
@@ -54,24 +53,6 @@ class TreeMeter(threading.Thread):
             if self.stop.wait(1.0):
                 return
             self.sample()
-
-
-class PacedProducer(BackgroundProducer):
-    """BackgroundProducer on a schedule: round n at its start + n x every_s, however long a put
-    takes (the harness's waits every_s after each put, so a busy moto lowers the rate)."""
-
-    def run(self) -> None:
-        began = time.monotonic()
-        for n in range(100_000):  # bounded
-            if self.stop.is_set():
-                return
-            try:
-                self.puts.extend(self.put(n))
-            except Exception as exc:  # surfaced by finish()
-                self.errors.append(exc)
-                return
-            self.rounds = n + 1
-            self.stop.wait(max(0.0, began + (n + 1) * self.every_s - time.monotonic()))
 
 
 def _state_items(dynamodb: Any, app: str, key: str) -> list[dict]:

@@ -241,17 +241,20 @@ def changes_delivered(out: Path) -> list[dict]:
 
 class BackgroundProducer(threading.Thread):
     """Calls ``put(n)`` for n = 0, 1, 2... every ``every_s`` until stopped, keeping what each
-    call returns (the puts Kinesis reported); an error ends it and ``finish`` raises it."""
+    call returns (the puts Kinesis reported); an error ends it and ``finish`` raises it.
+    ``paced``: round n at the start + n x every_s however long a put takes (by default it
+    waits every_s after each put, so a busy emulator lowers the rate)."""
 
-    def __init__(self, put: Callable[[int], list[Any]], every_s: float):
+    def __init__(self, put: Callable[[int], list[Any]], every_s: float, paced: bool = False):
         super().__init__(daemon=True)
-        self.put, self.every_s = put, every_s
+        self.put, self.every_s, self.paced = put, every_s, paced
         self.puts: list[Any] = []
         self.rounds = 0
         self.stop = threading.Event()
         self.errors: list[BaseException] = []
 
     def run(self) -> None:
+        began = time.monotonic()
         for n in range(100_000):  # bounded
             if self.stop.is_set():
                 return
@@ -261,7 +264,7 @@ class BackgroundProducer(threading.Thread):
                 self.errors.append(exc)
                 return
             self.rounds = n + 1
-            self.stop.wait(self.every_s)
+            self.stop.wait(max(0.0, began + (n + 1) * self.every_s - time.monotonic()) if self.paced else self.every_s)
 
     def finish(self) -> None:
         self.stop.set()
