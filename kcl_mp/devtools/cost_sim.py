@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kcl_mp.devtools import java_rule
+from kcl_mp.devtools.bench_figures import max_over_mean, percentile
 from kcl_mp.fleet.assignment import LeaseLoad, WorkerLoad
 from kcl_mp.fleet.cost_balance import CostSettings, plan_cost_moves
 
@@ -123,10 +124,8 @@ def run(scenario: Scenario, rule: str, hosts: int = 100, rounds: int = 30, seed:
         total_moves += len(moves)
         _fall_behind(lag, owner, shards, scenario.cores, round_s)
         lags.extend(lag.values())
-    lags.sort()
     return SimResult(rule, _max_over_mean(owner, shards, ids, scenario.cores), total_moves, rounds, first,
-                     round(lags[min(len(lags) - 1, int(0.99 * len(lags)))], 2) if lags else 0.0,
-                     round(lags[-1], 2) if lags else 0.0)
+                     round(percentile(lags, 99) or 0.0, 2), round(max(lags, default=0.0), 2))
 
 
 def _fall_behind(lag: dict[str, float], owner: dict[str, str], shards: dict[str, Shard], cores: float,
@@ -169,5 +168,4 @@ def _max_over_mean(owner: dict[str, str], shards: dict[str, Shard], ids: list[st
     load = {h: 0.0 for h in ids}
     for key, host in owner.items():
         load[host] += shards[key].cost
-    mean = sum(load.values()) / len(load)
-    return round(max(load.values()) / mean, 3) if mean > 0 else 1.0
+    return max_over_mean(list(load.values())) or 1.0
