@@ -53,7 +53,7 @@ from ..support.harness import (
     wait_until,
     write_properties,
 )
-from ..support.kinesis_mock import split_in_half
+from ..support.kinesis_mock import create_streams, split_in_half
 
 pytestmark = pytest.mark.integration
 
@@ -102,10 +102,7 @@ def test_three_hosts_twelve_streams_reshard_kill_add_remove(mode: str, tmp_path:
     began = time.monotonic()
     kinesis = boto3.client("kinesis", endpoint_url=kinesis_mock_url, region_name="us-east-1")
     names = [f"{unique_name}-{i:02d}" for i in range(len(SHARDS))]
-    for name, count in zip(names, SHARDS, strict=True):
-        kinesis.create_stream(StreamName=name, ShardCount=count)
-    for name in names:
-        wait_active(kinesis, name)
+    create_streams(kinesis, dict(zip(names, SHARDS, strict=True)))
     first_shards = {name: kinesis.list_shards(StreamName=name)["Shards"] for name in names}
     summaries = {name: kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"] for name in names}
     # the list file names the streams by ARN in one mode, by name (with regionName) in the other

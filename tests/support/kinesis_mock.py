@@ -20,6 +20,7 @@ from kcl_mp.embedded import LOOPBACK, Emulator, free_port, wait_active
 
 MAIN_JS = Path(__file__).resolve().parents[1] / "emulators" / "node_modules" / "kinesis-local" / "main.js"
 RESHARD_S = "300ms"  # how long a split or merge keeps the stream UPDATING
+CREATING_AT_ONCE = 5  # Kinesis's (and kinesis-mock's) limit on streams CREATING at one time
 
 
 def start_kinesis_mock(log_path: Path, wait_s: float = 60.0) -> Emulator:
@@ -48,6 +49,19 @@ def start_kinesis_mock(log_path: Path, wait_s: float = 60.0) -> Emulator:
             time.sleep(0.2)
     emulator.stop()
     raise RuntimeError(f"kinesis-mock did not answer on {emulator.url} within {wait_s:.0f} s; see {log_path}")
+
+
+def create_streams(kinesis, shards: dict[str, int]) -> None:
+    """Create each stream of ``shards`` (name: shard count) and wait for all to be ACTIVE, never
+    more than five CREATING at once: past that Kinesis and kinesis-mock answer
+    LimitExceededException, and on a starved machine the mock turns a stream ACTIVE late."""
+    names = list(shards)
+    for start in range(0, len(names), CREATING_AT_ONCE):
+        batch = names[start:start + CREATING_AT_ONCE]
+        for name in batch:
+            kinesis.create_stream(StreamName=name, ShardCount=shards[name])
+        for name in batch:
+            wait_active(kinesis, name)
 
 
 def split_in_half(kinesis, stream: str, shard: dict) -> None:
