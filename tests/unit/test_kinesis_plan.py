@@ -38,7 +38,8 @@ def test_plan(case):
     shards, ready = admit(resolve(start, manifests), [Listed(k, tuple(p), FULL) for k, p in case["listed"]])
     assert set(ready) == set(case["probes"]), "probed: exactly the shards ready"
     moving = [key for key in ready if probe(case["probes"][key]).moves(case.get("until"))]
-    end = next_offset(start, shards, moving, case.get("max_rows"), case.get("until"))
+    closing = [key for key in ready if probe(case["probes"][key]).at_end]
+    end = next_offset(start, shards, moving, case.get("max_rows"), case.get("until"), closing)
     if case["expect"] == "start":
         assert end == start
         return
@@ -47,6 +48,7 @@ def test_plan(case):
     assert {k: e["pos"] for k, e in end["shards"].items()} == expect["pos"]
     assert sorted(k for k, e in end["shards"].items() if e["ended"]) == expect["ended"]
     assert end["cap"] == expect.get("cap") and end["until"] == expect.get("until")
+    assert end["closing"] == expect.get("closing", [])
 
 
 def test_initial_offset_by_position_and_by_sequence_number():
