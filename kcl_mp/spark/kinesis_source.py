@@ -247,10 +247,17 @@ class TaskRead(InputPartition):
 
 
 def metadata_storage(options: Options) -> Storage:
+    """Where the manifests are: one ``Storage`` (and S3 client) a process, not one a task."""
     if options.metadata is None:
         raise ValueError(f"{NAME}: a stream needs option metadataPath (a directory or s3://bucket/prefix, one "
                          "per query, kept with its checkpoint), where executors record where each batch ends")
-    return Storage(options.metadata, options.s3_endpoint)
+    key = (options.metadata, options.s3_endpoint)
+    if key not in _STORAGES:
+        _STORAGES[key] = Storage(*key)
+    return _STORAGES[key]
+
+
+_STORAGES: dict[tuple[str, str | None], Storage] = {}
 
 
 def _now_ms() -> int:
