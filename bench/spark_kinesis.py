@@ -6,16 +6,18 @@
     .venv/bin/python bench/spark_kinesis.py profile [--shards 4] [--records-per-shard 33600] [--top 20]
     .venv/bin/python bench/spark_kinesis.py latency [--shards 8] [--rate 1000] [--seconds 60] [--trigger-s 1]
     .venv/bin/python bench/spark_kinesis.py planning [--shards 1000] [--delay-ms 20] [--triggers 3]
+                                            [--probe-threads N]
 
 throughput  (bar: >= 50,000 records/s per executor core at 1 KB.) ``kcl_mp.devtools.fast_kinesis``
             serves ``--shards`` bounded shards of ``--records-per-shard`` records of
             ``--record-bytes``, in pages as large as Kinesis allows (10,000 records or 10 MB);
             for each ``--masters`` N, a fresh Spark local[N] (its own process and JVM) reads
-            them all in one micro-batch into Spark's ``noop`` sink. A batch read of the same
-            stream first starts and warms the Python workers (it reads nothing: fast_kinesis
-            stamps records with the time it serves them, after the read's end), so what is
-            counted is reading. Figures: records/s over the batch (Spark's progress:
-            triggerExecution, the batch's planning included), that / N (per executor core),
+            them all, back-to-back micro-batches (no trigger) into Spark's ``noop`` sink,
+            ``--shards-per-task`` shards a task. A batch read of the same stream first starts
+            and warms the Python workers (it reads nothing: fast_kinesis stamps records with
+            the time it serves them, after the read's end), so what is counted is reading.
+            Figures: records/s over the batches (Spark's progress: triggerExecution, each
+            batch's planning included), that / N (per executor core),
             and the CPU seconds, from psutil, of the JVM, of Spark's Python workers (the
             executors' ``read``), of the planner's Python process and of fast_kinesis (as it
             prints it at SIGTERM: its whole life, mostly serving); records per CPU second of
@@ -26,14 +28,15 @@ profile     In this process, on fast_kinesis (``--shards`` of the same records a
             after shard under cProfile (cProfile sees one thread): the time asleep between a
             shard's GetRecords (Kinesis allows 5 a second a shard) and the functions by their
             own time.
-latency     (bar: put-to-visible p50 <= 3 s, p99 <= 8 s.) moto (``kcl_mp.embedded``) serves a
-            stream of ``--shards``; Spark local[2] reads it from TRIM_HORIZON with a
-            ``--trigger-s`` processing-time trigger into a Parquet table (Spark's file sink); a
-            producer puts ``--rate`` records/s (PutRecords of 100, every 1/10 s) for
-            ``--seconds``, each record holding its id and its put time. Visible: the moment
-            the file sink's log committed the batch holding the record (the
-            ``_spark_metadata/<batch>`` file's mtime), as bench/spark_landing.py measures it.
-latency is measured once the query has started and found the stream empty.
+latency     (bar: put-to-visible p50 <= 3 s, p99 <= 8 s.) moto (``kcl_mp.embedded``; kinesis-mock
+            put 4x slower here) serves a stream of ``--shards``; Spark local[2] reads it from
+            TRIM_HORIZON with a ``--trigger-s`` processing-time trigger into a Parquet table
+            (Spark's file sink). Once the query has started and found the stream empty, two
+            producers put ``--rate`` records/s for ``--seconds`` (every 1/10 s a PutRecords
+            each, on their own shards), each record holding its id and the time its put was
+            due. Visible: the moment the file sink's log committed the batch holding the
+            record (the ``_spark_metadata/<batch>`` file's mtime), as bench/spark_landing.py
+            measures it.
 planning    (bars: <= 1.5 s, <= 2 Kinesis calls per idle shard, 0 manifest writes per idle
             trigger.) fast_kinesis serves ``--shards`` shards of 10 records each, every answer
             held ``--delay-ms``; the stream reader's methods are called from Python as Spark's
@@ -117,15 +120,18 @@ class TreeCpu:
 
     def _role(self, process: Any) -> str:
         try:
-            if process.name() == "java":
-                return "jvm"
+            name = process.name()
             line = " ".join(process.cmdline())
-        except Exception:  # gone
-            return "gone"
+        except Exception:  # gone already
+            return "other"
+        if name == "java":
+            return "jvm"
         if "pyspark.daemon" in line:
             return "workers"
         module = re.search(r"-m (\S+)", line)
-        return f"python {module.group(1) if module else line[:60]}"
+        if not name.startswith("python") or module is None:
+            return "other"  # the JVM's chmod and readlink
+        return "planner" if module.group(1).endswith("python_streaming_source_runner") else module.group(1)
 
     def sample(self) -> None:
         import psutil
@@ -262,7 +268,7 @@ def throughput(args: argparse.Namespace, work: Path) -> None:
         add_ms = sum(b["ms"].get("addBatch", 0) for b in got["batches"])
         rate = got["rows"] / (batch_ms / 1000) if batch_ms else 0.0
         workers = cpu.get("workers", 0.0)
-        others = {k: v for k, v in cpu.items() if k not in ("jvm", "workers")}
+        others = {k: v for k, v in cpu.items() if k not in ("jvm", "workers") and v >= 0.005}
         print(f"  local[{master}]: {got['rows']:,}/{records:,} rows in {len(got['batches'])} batch(es) of "
               f"{batch_ms / 1000:.2f} s (addBatch {add_ms / 1000:.2f} s; {got['wall_s']:.1f} s from the query's start)")
         print(f"    {rate:,.0f} records/s, {rate / master:,.0f} per executor core (bar >= 50,000): "
@@ -329,6 +335,54 @@ def profile(args: argparse.Namespace, work: Path) -> None:
 # -- latency ---------------------------------------------------------------------------------------
 
 
+PRODUCERS = 2  # moto takes ~0.2 ms a record on one connection: one producer keeps up with ~800 a second here
+
+
+def produce(args: argparse.Namespace, url: str) -> tuple[dict[int, float], list[float], float]:
+    """``--rate`` records a second for ``--seconds``: every 1/10 s, a PutRecords per producer,
+    each producer a thread with its own client and its own shards (moto's put is not safe for
+    concurrency on one shard), records spread evenly over the shards (ExplicitHashKey). Each
+    record holds its id and the time its PutRecords was due (the tick's: a producer that
+    falls behind counts against the latency). Returns each id's put time, each PutRecords'
+    duration, and when the last one returned."""
+    import boto3
+    import orjson
+
+    kinesis = boto3.client("kinesis", endpoint_url=url)
+    starts = sorted(int(s["HashKeyRange"]["StartingHashKey"]) for s in kinesis.list_shards(StreamName=STREAM)["Shards"])
+    pools = [ThreadPoolExecutor(1) for _ in range(PRODUCERS)]
+    clients = [boto3.client("kinesis", endpoint_url=url) for _ in range(PRODUCERS)]
+    put_at: dict[int, float] = {}
+    put_s: list[float] = []
+
+    def put(producer: int, records: list[dict[str, Any]]) -> None:
+        called = time.monotonic()
+        failed = clients[producer].put_records(StreamName=STREAM, Records=records)["FailedRecordCount"]
+        put_s.append(time.monotonic() - called)
+        assert failed == 0, "moto refused records"
+
+    began = time.time()
+    n = 0
+    futures = []
+    for tick in range(int(args.seconds * 10)):
+        time.sleep(max(0.0, began + tick / 10 - time.time()))
+        count = int(args.rate * (tick + 1) / 10) - n
+        due = began + tick / 10
+        share: list[list[dict[str, Any]]] = [[] for _ in range(PRODUCERS)]
+        for i in range(n, n + count):
+            shard = i % len(starts)
+            share[shard % PRODUCERS].append({"Data": orjson.dumps({"id": i, "put": due}), "PartitionKey": str(i),
+                                             "ExplicitHashKey": str(starts[shard] + i // len(starts))})
+            put_at[i] = due
+        futures += [pools[j].submit(put, j, records) for j, records in enumerate(share) if records]
+        n += count
+    for future in futures:
+        future.result()
+    for pool in pools:
+        pool.shutdown()
+    return put_at, put_s, time.time()
+
+
 def latency(args: argparse.Namespace, work: Path) -> None:
     import boto3
     import orjson
@@ -349,20 +403,8 @@ def latency(args: argparse.Namespace, work: Path) -> None:
         assert job.stdout is not None
         if job.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the Spark job did not start; see {job_log}")
-        put_at: dict[int, float] = {}
-        began = time.time()
-        n = 0
-        for tick in range(int(args.seconds * 10)):
-            time.sleep(max(0.0, began + tick / 10 - time.time()))
-            count = int(args.rate * (tick + 1) / 10) - n
-            now = time.time()
-            entries = [{"Data": orjson.dumps({"id": i, "put": now}), "PartitionKey": str(i)} for i in range(n, n + count)]
-            for start in range(0, len(entries), 500):
-                failed = kinesis.put_records(StreamName=STREAM, Records=entries[start:start + 500])["FailedRecordCount"]
-                assert failed == 0, "moto refused records"
-            put_at.update((i, now) for i in range(n, n + count))
-            n += count
-        produced_s = time.time() - began
+        put_at, put_s, done = produce(args, emulator.url)
+        produced_s = done - put_at[0]
         visible: dict[int, float] = {}
         table = work / "lat" / "table"
         read: set[str] = set()
@@ -385,7 +427,9 @@ def latency(args: argparse.Namespace, work: Path) -> None:
     p50, p99 = percentile(delays, 50), percentile(delays, 99)
     batch_s = sorted(b["ms"]["triggerExecution"] / 1000 for b in got["batches"])
     print(f"latency: moto, {args.shards} shards, {len(put_at):,} records put over {produced_s:.1f} s "
-          f"({len(put_at) / produced_s:,.0f}/s), trigger {args.trigger_s} s, Parquet file sink, local[2]; {load()}")
+          f"({len(put_at) / produced_s:,.0f}/s; PutRecords p50 {(percentile(put_s, 50) or 0) * 1000:.0f} ms, "
+          f"max {max(put_s, default=0) * 1000:.0f} ms), trigger {args.trigger_s} s, Parquet file sink, local[2]; "
+          f"{load()}")
     print(f"  {len(delays):,}/{len(put_at):,} visible; put-to-visible p50 {p50 or float('nan'):.2f} s (bar <= 3), "
           f"p99 {p99 or float('nan'):.2f} s (bar <= 8), max {max(delays, default=float('nan')):.2f} s; "
           f"{len(batch_s)} batches with rows, batch time p50 {percentile(batch_s, 50) or 0:.2f} s, "
@@ -401,15 +445,18 @@ def files(root: Path) -> dict[str, int]:
 
 
 def planning(args: argparse.Namespace, work: Path) -> None:
-    from kcl_mp.spark.kinesis_source import PROBE_THREADS, KinesisStreamReader, Options
+    from kcl_mp.spark import kinesis_source
+    from kcl_mp.spark.kinesis_source import KinesisStreamReader, Options
 
     os.environ.update(EMBEDDED_ENV)
+    if args.probe_threads:
+        kinesis_source.PROBE_THREADS = args.probe_threads  # read when the planner makes its pool
     port = free_port()
     log = work / "fast-planning.log"
     source = start_fast_kinesis(port, STREAM, args.shards, log, records_per_shard=10, delay_ms=args.delay_ms)
     meta = work / "planning-meta"
     print(f"planning: {args.shards} shards of 10 records each, every answer held {args.delay_ms:g} ms, "
-          f"{PROBE_THREADS} probe threads; {load()}")
+          f"{kinesis_source.PROBE_THREADS} probe threads; {load()}")
     try:
         reader = KinesisStreamReader(Options.parse(options(URL.format(port), meta)))
         calls: Counter[str] = Counter()
@@ -492,6 +539,7 @@ def main() -> int:
     for one in (plan, sub.choices["all"]):
         one.add_argument("--delay-ms", type=float, default=20)
         one.add_argument("--triggers", type=int, default=3)
+        one.add_argument("--probe-threads", type=int, default=0, help="the planner's threads (default: the source's)")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kclmp-spark-kinesis-"))
     if args.what == "all":
