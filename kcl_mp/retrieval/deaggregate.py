@@ -76,11 +76,29 @@ def user_records(records: Iterable[dict[str, Any]], after: ExtendedSequenceNumbe
     return next(user_record_runs(records, after, sys.maxsize), [])
 
 
+def _in_range(aggregated: Any, inner: Any, key: str, hash_range: tuple[int, int]) -> bool:
+    """Whether a KPL user record hashes into ``hash_range``: its explicit hash key if it has
+    one, else the MD5 of its partition key (as Kinesis routes a record)."""
+    if inner.HasField("explicit_hash_key_index"):
+        try:
+            hashed = int(aggregated.explicit_hash_key_table[inner.explicit_hash_key_index])
+        except (IndexError, ValueError):
+            return True  # a malformed table: deliver rather than drop
+    else:
+        hashed = int.from_bytes(hashlib.md5(key.encode()).digest(), "big")
+    return hash_range[0] <= hashed <= hash_range[1]
+
+
 def user_record_runs(records: Iterable[dict[str, Any]], after: ExtendedSequenceNumber | None,
-                     run: int) -> Iterator[list[UserRecord]]:
+                     run: int, hash_range: tuple[int, int] | None = None) -> Iterator[list[UserRecord]]:
     """``user_records`` in order, as lists of at most ``run``, each made only when the one
     before was taken: one 1 MB aggregate may hold 170,000 user records (6 bytes each), a page
     of ten such a list of 1.7 million tuples (about 300 MB) if made at once.
+
+    ``hash_range``: the shard's; a KPL user record outside it is dropped, as the Java KCL does
+    (AggregatorUtil.deaggregate): the KPL put its aggregate with a stale shard map, and sends
+    the records that landed on the wrong shard again to the right one (its retrier's
+    wrong-shard rule), so the dropped copy is a duplicate. Logged at DEBUG with the count.
 
     >>> page = [{"SequenceNumber": str(n), "Data": "YQ==", "PartitionKey": "k"} for n in range(5)]
     >>> [len(users) for users in user_record_runs(page, None, 2)]
@@ -109,6 +127,7 @@ def user_record_runs(records: Iterable[dict[str, Any]], after: ExtendedSequenceN
                 out = []
             continue
         keys = aggregated.partition_key_table
+        dropped = 0
         for sub, inner in enumerate(aggregated.records):
             if floor is not None and (int(seq), sub) <= floor:
                 continue
@@ -118,10 +137,15 @@ def user_record_runs(records: Iterable[dict[str, Any]], after: ExtendedSequenceN
                 log.warning("KPL record %s/%d names partition key index %d of %d; using the container's key",
                             seq, sub, inner.partition_key_index, len(keys))
                 key = record["PartitionKey"]
+            if hash_range is not None and not _in_range(aggregated, inner, key, hash_range):
+                dropped += 1
+                continue
             out.append((b64(inner.data).decode("ascii"), key, seq, arrival, sub))
             if len(out) >= run:
                 yield out
                 out = []
+        if dropped:
+            log.debug("KPL record %s: %d user records outside the shard's hash range dropped", seq, dropped)
     if out:
         yield out
 

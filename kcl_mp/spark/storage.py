@@ -100,7 +100,62 @@ class Storage:
         _fsync_directory(parent)
         return final
 
+    def create_bytes(self, relative: str, body: bytes) -> bool:
+        """Write ``body`` at ``relative`` only if nothing is there: True if this call wrote it,
+        False if it was there already (whoever wrote it first wins, whole). In a directory: a
+        temporary file hard-linked to the name (``link`` fails on an existing name); on S3:
+        PutObject with ``If-None-Match: *``."""
+        if self.bucket is not None:
+            from botocore.exceptions import ClientError
+
+            try:
+                self.s3.put_object(Bucket=self.bucket, Key=self._key(relative), Body=body, IfNoneMatch="*")
+                return True
+            except ClientError as exc:  # 412: there already; 409: a concurrent conditional put won
+                if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
+                    return False
+                raise
+        final = os.path.join(self.directory, relative)
+        parent, name = os.path.split(final)
+        os.makedirs(parent, exist_ok=True)
+        temporary = os.path.join(parent, f".{name}.{os.getpid()}.{id(body)}.tmp")
+        with open(temporary, "wb") as out:
+            out.write(body)
+            out.flush()
+            os.fsync(out.fileno())
+        try:
+            os.link(temporary, final)
+        except FileExistsError:
+            return False
+        finally:
+            os.remove(temporary)
+        _fsync_directory(parent)
+        return True
+
+    def read_if_there(self, relative: str) -> bytes | None:
+        """The bytes at ``relative``, or None if there is nothing."""
+        if self.bucket is None:
+            try:
+                return self.read_bytes(relative)
+            except FileNotFoundError:
+                return None
+        try:
+            return bytes(self.s3.get_object(Bucket=self.bucket, Key=self._key(relative))["Body"].read())
+        except self.s3.exceptions.NoSuchKey:
+            return None
+
     # -- listing -----------------------------------------------------------------------
+
+    def names(self, relative: str) -> list[str]:
+        """The names of the files right under the directory ``relative`` (temporary ones skipped)."""
+        if self.bucket is None:
+            try:
+                return sorted(n for n in os.listdir(os.path.join(self.directory, relative)) if not n.startswith("."))
+            except FileNotFoundError:
+                return []
+        prefix = self._key(relative).rstrip("/") + "/"
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/")
+        return sorted(o["Key"][len(prefix):] for page in pages for o in page.get("Contents", ()))
 
     def children(self, relative: str) -> list[str]:
         """The directory names right under ``relative`` (``""``: the root, or ``"<stream>/"``)."""

@@ -1,0 +1,457 @@
+"""``kclmp_kinesis``: a Spark Python data source (streaming and batch) that reads Kinesis
+itself, exactly once, with no DynamoDB, no kcl-mp daemon and no jars.
+
+    kcl_mp.spark.register(spark)
+    df = (spark.readStream.format("kclmp_kinesis").option("streamName", "events")
+          .option("region", "eu-west-1").option("initialPosition", "trim_horizon")
+          .option("metadataPath", "s3://bucket/kinesis-meta/events").load())
+
+Options (Databricks' Kinesis names where they exist):
+
+    streamName / streamArn     the stream (a comma-separated list reads several)
+    region, endpointUrl        where Kinesis is (an emulator's URL)
+    roleArn, roleSessionName   assume this role (credentials otherwise: boto3's default chain)
+    initialPosition            latest (default), trim_horizon / earliest,
+                               {"at_timestamp": "<ISO-8601 or epoch ms>"},
+                               {"at_sequence_number": {"<shardId>": "<seq>", ...}} (others: trim_horizon)
+    metadataPath               streaming: where executors record each batch's end per shard
+                               (a directory or s3://bucket/prefix; one per query)
+    s3Endpoint                 an S3 endpoint URL for an s3:// metadataPath (an emulator)
+    maxRecordsPerTrigger       rows per micro-batch at most (shared by the shards that move)
+    maxRecordsPerFetch         GetRecords' Limit (default 10000)
+    maxFetchDuration           how long a shard's batch reads at most (default 10s)
+    maxFetchRate               MB/s a shard is read at most (default: Kinesis' 5 reads a second)
+    shardsPerTask              shards one Spark task reads (default 5)
+    consumerMode               polling (the default and, for now, the only mode)
+    availableNow               true: hold the run to what had arrived at its first plan (Spark < 4.2)
+
+Columns: ``partitionKey, data, stream, shardId, sequenceNumber, subSequenceNumber,
+approximateArrivalTimestamp``.
+
+How it is exactly once: offsets and the planning rule are :mod:`kcl_mp.spark.kinesis_plan`'s
+(epochs, lineage); executors read and record each batch's end per shard in ``metadataPath``
+(:mod:`kcl_mp.spark.kinesis_read`), so a replayed batch, a retried task or a speculative
+twin reads the same records. Where it runs: ``initialOffset``, ``latestOffset``,
+``partitions`` and ``commit`` in one Python process the driver's JVM keeps (the shard listing,
+the manifests read and idle shards' iterators are cached there); ``read`` on executors.
+
+Planning costs, per trigger: one ListShards page per 1,000 shards and stream; per shard that
+may move, one GetRecords (Limit 1) with the iterator the last probe left when the shard was
+idle (a GetShardIterator first otherwise), PROBE_THREADS at a time; reading a manifest per
+shard that moved in the last batch. An idle shard writes nothing. ``commit(end)`` deletes the
+manifests of earlier epochs of the shards that moved (Spark commits batch N when it plans
+N+1, so nothing a replay needs goes).
+
+Admission control: on Spark >= 4.2 ``getDefaultReadLimit`` (``maxRecordsPerTrigger``) and
+``latestOffset(start, limit)``, and ``Trigger.AvailableNow`` through
+``SupportsTriggerAvailableNow``: the run reads what arrived before it started, in capped
+batches. On 4.0 and 4.1 Spark calls ``latestOffset()`` without a start: the reader plans from
+the last end it planned or was told (``partitions``), and option ``availableNow`` holds a
+processing-time run to what had arrived at its first plan (:func:`kcl_mp.spark.tables.write_stream`
+stops it at the first trigger that finds nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+
+from kcl_mp.retrieval import kinesis_shards
+from kcl_mp.retrieval.stream import IteratorExpired
+from kcl_mp.spark.kinesis_plan import (
+    Listed,
+    Manifest,
+    Probe,
+    admit,
+    check_offset,
+    initial_offset,
+    next_offset,
+    resolve,
+    shard_key,
+    split_key,
+)
+from kcl_mp.spark.kinesis_read import (
+    SCHEMA,
+    Connection,
+    ReadLimits,
+    Shard,
+    ShardTake,
+    arrival_ms,
+    fetch,
+    manifest_dir,
+    manifest_name,
+    read_manifest,
+    read_take,
+    rows,
+)
+from kcl_mp.spark.storage import Storage
+
+limits: Any
+try:  # Spark >= 4.2: admission control and availableNow for Python sources
+    from pyspark.sql.streaming import datasource as limits
+except ImportError:  # PySpark 4.0 / 4.1
+    limits = None
+AvailableNow: Any = limits.SupportsTriggerAvailableNow if limits is not None else object
+
+NAME = "kclmp_kinesis"
+PROBE_THREADS = 64
+PROBE_HOPS = 4  # empty pages a probe follows while Kinesis says records lie further on
+ITERATOR_REUSE_S = 240.0  # an idle shard's iterator from the last probe (Kinesis keeps one 5 minutes)
+FULL_RANGE = (0, 2**128 - 1)
+log = logging.getLogger("kcl_mp.spark.kinesis")
+
+
+def _duration_s(key: str, value: str) -> float:
+    text = value.strip().lower()
+    for unit, scale in (("ms", 0.001), ("s", 1.0), ("m", 60.0)):
+        if text.endswith(unit) and text[: -len(unit)].replace(".", "", 1).isdigit():
+            return float(text[: -len(unit)]) * scale
+    if text.replace(".", "", 1).isdigit():
+        return float(text)
+    raise ValueError(f"{NAME}: option {key}={value!r} must be a duration such as 10s, 500ms or 2m")
+
+
+def _epoch_ms(value: Any) -> int:
+    if isinstance(value, (int, float)) or (isinstance(value, str) and value.isdigit()):
+        return int(value)
+    try:
+        stamp = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(f"{NAME}: option initialPosition: at_timestamp {value!r} must be ISO-8601 "
+                         "(2026-11-26T10:00:00Z) or epoch milliseconds") from exc
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=timezone.utc)
+    return round(stamp.timestamp() * 1000)
+
+
+@dataclass(frozen=True)
+class Initial:
+    """Where a query without a checkpoint starts: LATEST, TRIM_HORIZON, AT_TIMESTAMP (``ts``)
+    or AT_SEQUENCE_NUMBER (``sequence_numbers`` by shard id)."""
+
+    kind: str = "LATEST"
+    ts: int | None = None
+    sequence_numbers: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, value: str | None) -> Initial:
+        text = (value or "latest").strip()
+        simple = {"latest": "LATEST", "trim_horizon": "TRIM_HORIZON", "earliest": "TRIM_HORIZON"}
+        if text.lower() in simple:
+            return cls(simple[text.lower()])
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, dict) and set(parsed) == {"at_timestamp"}:
+            return cls("AT_TIMESTAMP", ts=_epoch_ms(parsed["at_timestamp"]))
+        if isinstance(parsed, dict) and set(parsed) == {"at_sequence_number"} and isinstance(
+                parsed["at_sequence_number"], dict) and all(
+                isinstance(v, str) and v.isdigit() for v in parsed["at_sequence_number"].values()):
+            return cls("AT_SEQUENCE_NUMBER", sequence_numbers=tuple(sorted(parsed["at_sequence_number"].items())))
+        raise ValueError(f"{NAME}: option initialPosition={text!r} must be latest, trim_horizon, earliest, "
+                         '{"at_timestamp": "<ISO-8601 or epoch ms>"} or {"at_sequence_number": {"<shardId>": "<seq>"}}')
+
+
+@dataclass(frozen=True)
+class Options:
+    """The source's options, parsed once; errors name the option."""
+
+    streams: tuple[str, ...]
+    connection: Connection
+    initial: Initial
+    metadata: str | None
+    s3_endpoint: str | None
+    max_rows: int | None
+    read: ReadLimits
+    shards_per_task: int
+    available_now: bool
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> Options:
+        lower = {k.lower(): v for k, v in options.items() if v is not None}
+        named = [s.strip() for s in lower.get("streamname", "").split(",") if s.strip()]
+        arns = [s.strip() for s in lower.get("streamarn", "").split(",") if s.strip()]
+        if not named and not arns:
+            raise ValueError(f"{NAME}: no stream: .option('streamName', '<name>') or .option('streamArn', '<arn>')")
+        if any(not arn.startswith("arn:") for arn in arns):
+            raise ValueError(f"{NAME}: option streamArn={lower['streamarn']!r} must hold stream ARNs (arn:...)")
+
+        def positive(key: str, default: int | None) -> int | None:
+            value = lower.get(key.lower())
+            if value is None:
+                return default
+            if not value.strip().isdigit() or int(value) < 1:
+                raise ValueError(f"{NAME}: option {key}={value!r} must be a whole number >= 1")
+            return int(value)
+
+        mode = lower.get("consumermode", "polling").lower()
+        if mode != "polling":
+            raise ValueError(f"{NAME}: option consumerMode={mode!r}: only polling is supported (enhanced fan-out "
+                             "is not built yet); use the kcl-mp daemon with the landing source for fan-out")
+        rate = lower.get("maxfetchrate")
+        try:
+            rate_mb = float(rate) if rate is not None else None
+        except ValueError:
+            rate_mb = -1.0
+        if rate_mb is not None and rate_mb <= 0:
+            raise ValueError(f"{NAME}: option maxFetchRate={rate!r} must be MB a second above 0")
+        available_now = lower.get("availablenow", "false").lower()
+        if available_now not in ("true", "false"):
+            raise ValueError(f"{NAME}: option availableNow={available_now!r} must be true or false")
+        records_per_fetch = positive("maxRecordsPerFetch", 10_000)
+        assert records_per_fetch is not None
+        if records_per_fetch > 10_000:
+            raise ValueError(f"{NAME}: option maxRecordsPerFetch={records_per_fetch} is above GetRecords' 10000")
+        read = ReadLimits(records_per_fetch=records_per_fetch,
+                          fetch_duration_s=_duration_s("maxFetchDuration", lower.get("maxfetchduration", "10s")),
+                          fetch_rate_bytes=None if rate_mb is None else rate_mb * 1024 * 1024)
+        shards_per_task = positive("shardsPerTask", 5)
+        assert shards_per_task is not None
+        region = lower.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        return cls(tuple(named + arns),
+                   Connection(region, lower.get("endpointurl"), lower.get("rolearn"),
+                              lower.get("rolesessionname", "kcl-mp-spark")),
+                   Initial.parse(lower.get("initialposition")), lower.get("metadatapath"), lower.get("s3endpoint"),
+                   positive("maxRecordsPerTrigger", None), read, shards_per_task, available_now == "true")
+
+
+@dataclass(frozen=True)
+class TaskRead(InputPartition):
+    """One Spark task's shards of a batch."""
+
+    takes: tuple[ShardTake, ...]
+
+
+def metadata_storage(options: Options) -> Storage:
+    if options.metadata is None:
+        raise ValueError(f"{NAME}: a stream needs option metadataPath (a directory or s3://bucket/prefix, one "
+                         "per query, kept with its checkpoint), where executors record where each batch ends")
+    return Storage(options.metadata, options.s3_endpoint)
+
+
+def _now_ms() -> int:
+    return round(time.time() * 1000)
+
+
+@dataclass
+class Planner:
+    """Lists, probes and plans (the I/O around :mod:`kcl_mp.spark.kinesis_plan`)."""
+
+    options: Options
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # by shard key, from the last listing
+    manifests: dict[tuple[str, int], Manifest] = field(default_factory=dict)
+    idle: dict[str, tuple[bytes, str, float]] = field(default_factory=dict)  # key -> (position, iterator, when)
+
+    def __post_init__(self) -> None:
+        self.kinesis = self.options.connection.kinesis()
+        self.pool = ThreadPoolExecutor(PROBE_THREADS, thread_name_prefix="kclmp-probe")
+        self.storage = metadata_storage(self.options) if self.options.metadata else None
+
+    def listed(self, since: int | None) -> list[Listed]:
+        """Every stream's shards (those open at ``since`` or later, when given)."""
+        shard_filter = {"Type": "AT_TIMESTAMP", "Timestamp": datetime.fromtimestamp(since / 1000, tz=timezone.utc)} \
+            if since is not None else None
+        out = []
+        for stream, shards in zip(self.options.streams, self.pool.map(
+                lambda s: kinesis_shards.list_shards(self.kinesis, s, shard_filter,
+                                                     s if s.startswith("arn:") else None), self.options.streams)):
+            for shard in shards:
+                key = shard_key(stream, shard.shard_id)
+                self.ranges[key] = shard.hash_range
+                out.append(Listed(key, tuple(shard_key(stream, p) for p in shard.parent_shard_ids), shard.hash_range))
+        return out
+
+    def initial(self) -> dict[str, Any]:
+        initial = self.options.initial
+        if initial.kind == "TRIM_HORIZON":
+            return initial_offset(self.listed(None), {"at": "TRIM_HORIZON"}, None)
+        if initial.kind == "AT_SEQUENCE_NUMBER":
+            return initial_offset(self.listed(None), {"at": "TRIM_HORIZON"}, None, dict(initial.sequence_numbers))
+        since = initial.ts if initial.kind == "AT_TIMESTAMP" else _now_ms()  # LATEST: now, kept in the offset
+        return initial_offset(self.listed(since), {"at": "AT_TIMESTAMP", "ts": since}, since)
+
+    def resolved(self, offset: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        epoch = int(offset["epoch"])
+        missing = [key for key in offset["active"] if (key, epoch) not in self.manifests]
+        if missing:
+            storage = self._storage()
+            for key, manifest in zip(missing, self.pool.map(
+                    lambda k: read_manifest(storage, manifest_name(*split_key(k), epoch)), missing)):
+                if manifest is None:
+                    raise RuntimeError(f"{NAME}: batch {epoch} read {key}, but its manifest "
+                                       f"{storage.location(manifest_name(*split_key(key), epoch))} is missing: "
+                                       "metadataPath must stay with the query's checkpoint")
+                self.manifests[(key, epoch)] = Manifest(manifest["end"], bool(manifest["ended"]))
+        return resolve(offset, {key: self.manifests[(key, epoch)] for key in offset["active"]})
+
+    def probe(self, key: str, pos: Mapping[str, Any]) -> Probe:
+        shard = Shard(self.kinesis, *split_key(key))
+        pos_id = orjson.dumps(pos, option=orjson.OPT_SORT_KEYS)
+        cached = self.idle.pop(key, None)
+        iterator = cached[1] if cached and cached[0] == pos_id and time.monotonic() - cached[2] < ITERATOR_REUSE_S \
+            else None
+        for _ in range(PROBE_HOPS + 1):
+            current = iterator if iterator is not None else shard.iterator(pos)
+            try:
+                page = shard.page(current, 1)
+            except IteratorExpired:
+                iterator = None
+                continue
+            records = page.get("Records") or []
+            if records:
+                return Probe(record_arrival_ms=arrival_ms(records[0]))
+            iterator = page.get("NextShardIterator")
+            if iterator is None:
+                return Probe(at_end=True)
+            if not page.get("MillisBehindLatest"):
+                self.idle[key] = (pos_id, iterator, time.monotonic())
+                return Probe()
+        if iterator is not None:
+            self.idle[key] = (pos_id, iterator, time.monotonic())
+        return Probe(behind=True)
+
+    def plan(self, start: Mapping[str, Any], max_rows: int | None, until: int | None) -> dict[str, Any]:
+        check_offset(start)
+        shards, ready = admit(self.resolved(start), self.listed(start.get("since")))
+        probes = dict(zip(ready, self.pool.map(lambda k: self.probe(k, shards[k]["pos"]), ready)))
+        moving = [key for key, probe in probes.items() if probe.moves(until)]
+        return next_offset(start, shards, moving, max_rows, until)
+
+    def partitions(self, end: Mapping[str, Any]) -> list[TaskRead]:
+        check_offset(end)
+        if any(key not in self.ranges for key in end["active"]):
+            self.listed(end.get("since"))
+        takes = [ShardTake(*split_key(key), self.ranges.get(key, FULL_RANGE), end["shards"][key]["pos"],
+                           int(end["epoch"]), end.get("cap"), end.get("until")) for key in end["active"]]
+        per = self.options.shards_per_task
+        return [TaskRead(tuple(takes[i:i + per])) for i in range(0, len(takes), per)]
+
+    def purge(self, end: Mapping[str, Any]) -> None:
+        """Delete the manifests of the moved shards' epochs before ``end``'s."""
+        storage = self._storage()
+        epoch = int(end["epoch"])
+
+        def purge_shard(key: str) -> None:
+            folder = manifest_dir(*split_key(key))
+            for name in storage.names(folder):
+                if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) < epoch:
+                    storage.remove(f"{folder}/{name}")
+
+        list(self.pool.map(purge_shard, end["active"]))
+        for cached in [k for k in self.manifests if k[1] < epoch]:
+            del self.manifests[cached]
+
+    def _storage(self) -> Storage:
+        return self.storage if self.storage is not None else metadata_storage(self.options)
+
+
+class KinesisStreamReader(DataSourceStreamReader, AvailableNow):
+    def __init__(self, options: Options):
+        self.options = options
+        metadata_storage(options)  # the option is checked before the query starts
+        self.planner = Planner(options)
+        self.first: dict[str, Any] | None = None
+        self.last_end: dict[str, Any] | None = None  # for Spark < 4.2, whose latestOffset() has no start
+        self.until: int | None = None
+        self.freeze = options.available_now  # Spark >= 4.2 sets it in prepareForTriggerAvailableNow
+
+    def initialOffset(self) -> dict[str, Any]:
+        if self.first is None:
+            self.first = self.planner.initial()
+        return self.first
+
+    def getDefaultReadLimit(self) -> Any:
+        if self.options.max_rows is not None:
+            return limits.ReadMaxRows(self.options.max_rows)
+        return limits.ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.freeze = True
+
+    def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
+        max_rows = self.options.max_rows
+        if start is None:  # Spark 4.0 / 4.1
+            start = self.last_end if self.last_end is not None else self.initialOffset()
+        elif limits is not None and isinstance(limit, limits.ReadAllAvailable):
+            max_rows = None
+        elif limits is not None and isinstance(limit, limits.ReadMaxRows):
+            max_rows = limit.max_rows
+        if self.freeze and self.until is None:
+            self.until = _now_ms()
+        end = self.planner.plan(start, max_rows, self.until)
+        self.last_end = end
+        return end
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[TaskRead]:
+        self.last_end = end
+        if start == end:
+            return []
+        return self.planner.partitions(end)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, TaskRead)
+        kinesis = self.options.connection.kinesis()
+        storage = metadata_storage(self.options)
+        for take in partition.takes:
+            yield from read_take(kinesis, storage, take, self.options.read)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self.planner.purge(end)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What executors get: the options (the planner's clients and threads stay on the driver)."""
+        return {"options": self.options}
+
+
+class KinesisBatchReader(DataSourceReader):
+    """What the streams hold from the initial position to when the read was planned."""
+
+    def __init__(self, options: Options):
+        self.options = options
+
+    def partitions(self) -> list[TaskRead]:
+        if self.options.initial.kind == "LATEST":
+            return []  # nothing has arrived after now yet
+        planner = Planner(self.options)
+        first = planner.initial()
+        until = _now_ms()
+        takes = [ShardTake(*split_key(key), planner.ranges.get(key, FULL_RANGE), entry["pos"], 0, None, until)
+                 for key, entry in sorted(first["shards"].items())]
+        per = self.options.shards_per_task
+        return [TaskRead(tuple(takes[i:i + per])) for i in range(0, len(takes), per)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, TaskRead)
+        kinesis = self.options.connection.kinesis()
+        limits_ = ReadLimits(self.options.read.records_per_fetch, fetch_duration_s=3600.0,
+                             fetch_interval_s=self.options.read.fetch_interval_s,
+                             fetch_rate_bytes=self.options.read.fetch_rate_bytes)
+        for take in partition.takes:
+            yield from rows(take, fetch(Shard(kinesis, take.stream, take.shard_id), take, limits_).records)
+
+
+class KinesisSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema: Any) -> KinesisBatchReader:
+        return KinesisBatchReader(Options.parse(dict(self.options)))
+
+    def streamReader(self, schema: Any) -> KinesisStreamReader:
+        return KinesisStreamReader(Options.parse(dict(self.options)))
