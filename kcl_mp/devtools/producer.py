@@ -8,8 +8,8 @@ Like the KPL, an aggregate holds only user records whose partition keys hash int
 shard the aggregate goes to: a KCL (Java's, and any that filters by hash range) drops
 user records of an aggregate that fall outside its shard's range.
 
-``misplaced_share``: the KPL with a stale shard map. That share of the aggregates holds user
-records of other shards besides those of the shard it goes to, and (as the KPL's retrier,
+``misplaced_share``: the KPL with a stale shard map. That share of the aggregates holds a user
+record of another shard besides those of the shard it goes to, and (as the KPL's retrier,
 whose wrong-shard rule puts again what landed on a shard that does not own it) each user
 record of *any* aggregate that landed outside the hash range of the shard that took it is
 put again on its own, so Kinesis routes it to the shard that owns it. The aggregated copy's
@@ -60,7 +60,7 @@ def produce(
     misplaced_share: float = 0.0,
 ) -> list[Put]:
     """Put ``count`` user records; ``aggregated_share`` of the puts carry ``per_aggregate`` each,
-    and ``misplaced_share`` of those aggregates hold user records of other shards (see the
+    and ``misplaced_share`` of those aggregates hold a user record of another shard (see the
     module's doc: then each user record that landed on a shard not owning it is put again
     alone, and the returned list holds both copies, the aggregated one ``dropped``)."""
     if not 0 <= misplaced_share <= 1:
@@ -166,18 +166,18 @@ def _keys_for_one_shard(rng: random.Random, keys: int, n: int, ranges: list[tupl
 
 
 def _keys_across_shards(rng: random.Random, keys: int, n: int, ranges: list[tuple[int, int]]) -> list[str]:
-    """``n`` random keys, the second of another shard than the first's when the stream has
-    another (bounded draws): an aggregate the KPL put with a stale shard map."""
-    first = f"key-{rng.randrange(keys)}"
-    out = [first]
+    """``n`` keys of one shard but one, at a random place after the first, of another shard
+    when the stream has another (bounded draws): an aggregate the KPL put with a stale shard
+    map, one of whose user records is put again."""
+    out = _keys_for_one_shard(rng, keys, n, ranges)
     if n >= 2 and len(ranges) > 1:
-        shard = _shard_of(first, ranges)
+        shard = _shard_of(out[0], ranges)
         for _ in range(200):
             key = f"key-{rng.randrange(keys)}"
             if _shard_of(key, ranges) != shard:
-                out.append(key)
+                out[rng.randrange(1, n)] = key
                 break
-    return out + [f"key-{rng.randrange(keys)}" for _ in range(n - len(out))]
+    return out
 
 
 def _entries(rng: random.Random, count: int, first_id: int, share: float, per: int, keys: int,
