@@ -38,6 +38,7 @@ from kcl_mp.spark.queries import Queries, RestartPolicy
 from kcl_mp.spark.tables import Format, IcebergCatalog, S3Settings, Trigger, write_stream
 
 KINESIS = "kclmp_kinesis"  # the direct source's name (kcl_mp.spark.kinesis_source)
+SETTLE_S = 120.0  # --stream: how long a query's start waits for the others' first triggers (queries.Queries)
 POSITIONS = ("latest", "trim_horizon", "earliest")  # the initial positions named by a word
 # the direct source's options a flag of this job sets (Spark's option names are case-insensitive)
 SET_BY_FLAGS = {"streamname": "--stream", "streamarn": "--stream", "endpointurl": "--endpoint-url",
@@ -257,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.available_now:
             queries.run_one_by_one()
         else:
-            queries.run_together(spark.streams.awaitAnyTermination, spark.streams.resetTerminated)
+            queries.run_together(spark.streams.awaitAnyTermination, spark.streams.resetTerminated,
+                                 settle_s=SETTLE_S if direct else 0.0)
     finally:
         queries.stop()
     for query in queries.finished.values():
