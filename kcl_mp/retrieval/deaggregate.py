@@ -179,11 +179,11 @@ def line_slices(users: list[UserRecord], max_bytes: int) -> Iterator[list[UserRe
 
 
 def page_slices(records: Iterable[dict[str, Any]], after: ExtendedSequenceNumber | None, max_records: int,
-                max_bytes: int) -> Iterator[list[UserRecord]]:
+                max_bytes: int, hash_range: tuple[int, int] | None = None) -> Iterator[list[UserRecord]]:
     """A page's user records (``user_records``) in the slices of one processRecords line
     each: at most ``max_records`` records and about ``max_bytes`` bytes; made as they are
-    taken (``user_record_runs``)."""
-    for run in user_record_runs(records, after, max_records):
+    taken (``user_record_runs``, which drops KPL user records outside ``hash_range``)."""
+    for run in user_record_runs(records, after, max_records, hash_range):
         yield from line_slices(run, max_bytes)
 
 

@@ -46,15 +46,20 @@ def consumer_arn(config: Config, stream_arn: str, kinesis: Any, log: ShardLog,
                  stream: StreamSettings | None = None, wait_s: float = CONSUMER_WAIT_S) -> str:
     """The ACTIVE consumer's ARN: the configured one (``stream``'s, for a stream of a
     multi-stream application), or the consumer named consumerName (applicationName by
-    default), registered on ``stream_arn`` when it does not exist. Not ACTIVE within
-    ``wait_s``: a DependencyError (0: asked once, for a caller that must not block and asks
-    again later; registering again finds the consumer registered the first time)."""
+    default), registered on ``stream_arn`` when it does not exist (``active_consumer``)."""
     settings = config.retrieval
     configured = stream.consumer_arn if stream is not None else settings.consumer_arn
-    if configured:
-        arn = configured
-    else:
-        name = settings.consumer_name or config.application_name
+    return active_consumer(kinesis, stream_arn, configured or None,
+                           settings.consumer_name or config.application_name, log, wait_s)
+
+
+def active_consumer(kinesis: Any, stream_arn: str, arn: str | None, name: str, log: Any,
+                    wait_s: float = CONSUMER_WAIT_S) -> str:
+    """The ARN of consumer ``arn`` once ACTIVE, or of the consumer ``name`` on ``stream_arn``,
+    registered when it does not exist. Not ACTIVE within ``wait_s``: a DependencyError (0:
+    asked once, for a caller that must not block and asks again later; registering again
+    finds the consumer registered the first time). ``log``: anything with ``info``."""
+    if not arn:
         try:
             arn = kinesis.register_stream_consumer(StreamARN=stream_arn, ConsumerName=name)["Consumer"]["ConsumerARN"]
             log.info("registered stream consumer %s on %s", name, stream_arn)
@@ -70,7 +75,7 @@ def consumer_arn(config: Config, stream_arn: str, kinesis: Any, log: ShardLog,
                               f"{stream_arn}")
         if consumer["ConsumerStatus"] == "ACTIVE":
             log.info("enhanced fan-out through consumer %s", arn)
-            return arn
+            return str(arn)
         if consumer["ConsumerStatus"] == "DELETING" or time.monotonic() > deadline:
             raise DependencyError(f"stream consumer {arn} is {consumer['ConsumerStatus']}, not ACTIVE "
                                   f"(waited {wait_s:.0f} s)", retriable=False)

@@ -99,6 +99,7 @@ class Fetcher:
         pool: PoolBudget | None = None,
         backoff: Backoff = FETCH_BACKOFF,
         rng: random.Random | None = None,
+        hash_range: tuple[int, int] | None = None,
     ):
         self.stream = stream
         self.shard_id = shard_id
@@ -109,6 +110,7 @@ class Fetcher:
         self.log = log
         self.backoff = backoff
         self.rng = rng or random.Random()
+        self.hash_range = hash_range  # the shard's: KPL user records outside it are dropped (deaggregate)
         self.results: PrefetchQueue[FetchResult] = PrefetchQueue(settings, pool)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"fetch-{shard_id}", daemon=True)
@@ -172,7 +174,8 @@ class Fetcher:
             self._last_read = records[-1]["SequenceNumber"]
             self._after = None
         handed = False
-        for users in page_slices(records, after, settings.max_records_count, settings.max_byte_size):
+        for users in page_slices(records, after, settings.max_records_count, settings.max_byte_size,
+                                 self.hash_range):
             if not self._put(Fetched(self.encode(users, behind), len(users), behind, data_bytes(users))):
                 return False
             handed = True

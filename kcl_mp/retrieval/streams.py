@@ -109,14 +109,15 @@ def open_stream(config: Config, client: Any) -> Stream:
 
 def open_fetcher(config: Config, client: Any, stream: LeaseStream, start: ExtendedSequenceNumber,
                  log: logging.LoggerAdapter | logging.Logger, pool: PoolBudget,
-                 consumer_arn: str | None = None) -> Fetcher:
+                 consumer_arn: str | None = None, hash_range: tuple[int, int] | None = None) -> Fetcher:
     """The fetcher of one lease's shard: enhanced fan-out when the host registered a consumer,
-    else polling through its stream; records as the stream's processors expect them."""
+    else polling through its stream; records as the stream's processors expect them, KPL user
+    records outside ``hash_range`` (the lease's) dropped as Java drops them."""
     shard_id, initial = stream.shard_id, stream.initial_position
     if consumer_arn:
         return FanOutFetcher(client, stream.name, shard_id, start, initial, config.retrieval, make_batch,
-                             log, pool=pool, consumer_arn=consumer_arn)
+                             log, pool=pool, consumer_arn=consumer_arn, hash_range=hash_range)
     keyless = config.stream_kind is StreamKind.DYNAMODB and config.dynamodb_streams.record_format == "ADAPTER_V1"
     encode = partial(make_batch, keyless=True) if keyless else make_batch
     source = listed_stream(config, client, stream) if config.streams else open_stream(config, client)
-    return Fetcher(source, shard_id, start, initial, config.retrieval, encode, log, pool=pool)
+    return Fetcher(source, shard_id, start, initial, config.retrieval, encode, log, pool=pool, hash_range=hash_range)

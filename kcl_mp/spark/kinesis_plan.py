@@ -14,7 +14,8 @@ does not change and Spark runs no batch.
      "active": ["<stream>/<shardId>", ...],
      "cap": 2500 | null,          # user records each active shard may read in this batch
      "until": 1764200000000 | null,   # availableNow: nothing that arrived after (epoch ms)
-     "since": 1764100000000 | null}   # LATEST or AT_TIMESTAMP: the shards listed are those open then
+     "since": 1764100000000 | null,   # LATEST or AT_TIMESTAMP: the shards listed are those open then
+     "closing": [...]}                # active shards found read to their end: their batch records it
 
 A position is ``{"after": "<seq>"}`` (a record read), ``{"at": "TRIM_HORIZON"}``,
 ``{"at": "AT_TIMESTAMP", "ts": <epoch ms>}`` or ``{"at": "AT_SEQUENCE_NUMBER", "seq": "<seq>"}``.
@@ -145,12 +146,15 @@ def admit(shards: Mapping[str, dict[str, Any]],
 
 
 def next_offset(start: Mapping[str, Any], shards: Mapping[str, dict[str, Any]], moving: Iterable[str],
-                max_rows: int | None, until: int | None) -> dict[str, Any]:
+                max_rows: int | None, until: int | None, closing: Iterable[str] = ()) -> dict[str, Any]:
     """The end offset of the next batch: a new epoch over the shards with something to do,
-    ``max_rows`` shared among them; ``start`` itself when none has (no batch runs)."""
+    ``max_rows`` shared among them; ``start`` itself when none has (no batch runs).
+    ``closing``: shards found read to their end, whose batch only records it (by GetRecords,
+    whose last page says so, even with enhanced fan-out)."""
     active = sorted(set(moving))
     if not active:
         return dict(start)
     cap = None if max_rows is None else max(1, max_rows // len(active))
     return {"v": VERSION, "epoch": int(start["epoch"]) + 1, "shards": {k: shards[k] for k in sorted(shards)},
-            "active": active, "cap": cap, "until": until, "since": start.get("since")}
+            "active": active, "cap": cap, "until": until, "since": start.get("since"),
+            "closing": sorted(set(closing) & set(active))}

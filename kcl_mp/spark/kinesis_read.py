@@ -2,7 +2,8 @@
 replayed the same.
 
 The first reader of a shard's batch decides where it ends: it reads from the batch's
-position until the shard's tip (a short page at MillisBehindLatest 0, or an empty one), the
+position (GetRecords, or SubscribeToShard with enhanced fan-out) until the shard's tip (a
+short page or an event at MillisBehindLatest 0, or an empty page), the
 batch's share of ``maxRecordsPerTrigger``, availableNow's time, the shard's end, 128 MB or
 ``maxFetchDuration``, whichever comes first, at whole Kinesis records. Before it yields a
 row it records that end in the shard's manifest for the epoch, created only if absent
@@ -48,6 +49,7 @@ REPLAY_WAIT_S = 300.0  # a replay reads to a recorded end: slower than the first
 THROTTLED_TRIES = 12
 BACKOFF = Backoff(base_s=0.2, cap_s=5.0)
 _EXPIRED = "ExpiredIteratorException"
+_IN_USE = "ResourceInUseException"
 log = logging.getLogger("kcl_mp.spark.kinesis")
 
 
@@ -103,6 +105,7 @@ class ShardTake:
     epoch: int
     cap: int | None = None
     until: int | None = None
+    consumer_arn: str | None = None  # enhanced fan-out through this consumer; None: polling
 
     @property
     def manifest(self) -> str:
@@ -191,12 +194,19 @@ def user_count(record: dict[str, Any], hash_range: tuple[int, int]) -> int:
     return sum(len(run) for run in user_record_runs([record], None, sys.maxsize, hash_range))
 
 
-def fetch(shard: Shard, take: ShardTake, limits: ReadLimits, to: str | None = None) -> Fetched:
-    """The records of ``take``: to the recorded end ``to`` (a replay), else decided here."""
-    got = Fetched()
-    size = 0
-    deadline = time.monotonic() + (REPLAY_WAIT_S if to is not None else limits.fetch_duration_s)
-    pos: Mapping[str, Any] = take.pos
+@dataclass(frozen=True)
+class Step:
+    """One read of a shard, by GetRecords or an event of a subscription: its records, whether
+    the shard is read to its end, and whether the reading reached the shard's tip."""
+
+    records: list[dict[str, Any]]
+    ended: bool
+    caught_up: bool
+
+
+def polled(shard: Shard, pos: Mapping[str, Any], limits: ReadLimits, got: Fetched) -> Iterator[Step]:
+    """GetRecords from ``pos`` (5 a second a shard at most, or slower for ``maxFetchRate``); an
+    expired iterator is renewed after the last record ``got`` holds."""
     iterator = shard.iterator(pos)
     last_call, last_bytes = 0.0, 0
     while True:
@@ -206,46 +216,113 @@ def fetch(shard: Shard, take: ShardTake, limits: ReadLimits, to: str | None = No
         last_call = time.monotonic()
         try:
             page = shard.page(iterator, limits.records_per_fetch)
-        except IteratorExpired:  # renewed where reading stopped
+        except IteratorExpired:
             iterator = shard.iterator({"after": got.end} if got.end else pos)
-            log.info("%s/%s: shard iterator expired; renewed", take.stream, take.shard_id)
+            log.info("%s/%s: shard iterator expired; renewed", shard.stream, shard.shard_id)
             continue
         records = page.get("Records") or []
         last_bytes = sum(len(record["Data"]) for record in records) * 3 // 4 if limits.fetch_rate_bytes else 0
-        for record in records:
-            if to is not None:
-                if int(record["SequenceNumber"]) > int(to):
-                    raise ReplayError(f"{take.stream}/{take.shard_id}: batch {take.epoch} ended at {to}, which the "
-                                      f"stream no longer has (next: {record['SequenceNumber']}); past its retention?")
-                got.records.append(record)
-                if record["SequenceNumber"] == to:
-                    return got
-                continue
-            if take.until is not None and arrival_ms(record) > take.until:
-                return got
-            rows = user_count(record, take.hash_range)
-            if take.cap is not None and got.records and got.rows + rows > take.cap:
-                return got
-            got.records.append(record)
-            got.rows += rows
-            size += len(record["Data"])
-            if size >= MAX_BATCH_BYTES:
-                return got
-        if page.get("NextShardIterator") is None:
-            if to is not None:
-                raise ReplayError(f"{take.stream}/{take.shard_id}: batch {take.epoch} ended at {to}, but the shard "
-                                  f"ended before it")
-            got.ended = True
-            return got
         behind = page.get("MillisBehindLatest")
-        caught_up = not records and not behind or (behind == 0 and len(records) < limits.records_per_fetch)
-        if to is not None:
-            if caught_up or time.monotonic() > deadline:
-                raise ReplayError(f"{take.stream}/{take.shard_id}: batch {take.epoch} ended at {to}; reading again "
-                                  f"reached {got.end or 'nothing'} and no further (past the stream's retention?)")
-        elif caught_up or time.monotonic() > deadline:
-            return got
-        iterator = page["NextShardIterator"]
+        following = page.get("NextShardIterator")
+        yield Step(records, following is None,
+                   (not records and not behind) or (behind == 0 and len(records) < limits.records_per_fetch))
+        if following is None:
+            return
+        iterator = following
+
+
+def starting_position(pos: Mapping[str, Any]) -> dict[str, Any]:
+    """SubscribeToShard's StartingPosition for an offset position."""
+    request = iterator_request("", "", pos)
+    out: dict[str, Any] = {"Type": request["ShardIteratorType"]}
+    if "StartingSequenceNumber" in request:
+        out["SequenceNumber"] = request["StartingSequenceNumber"]
+    if "Timestamp" in request:
+        out["Timestamp"] = request["Timestamp"]
+    return out
+
+
+def subscribed(shard: Shard, consumer_arn: str, pos: Mapping[str, Any]) -> Iterator[Step]:
+    """The events of SubscribeToShard from ``pos``, subscribing again after the last
+    ContinuationSequenceNumber when a subscription ends (AWS ends each after five minutes) or
+    breaks. ResourceInUse (the shard's last subscription of this consumer is still open: a
+    speculative twin's, or the batch before's), throttling and broken connections are waited
+    out, bounded; any other error is raised."""
+    position = starting_position(pos)
+    failures = 0
+    while True:
+        try:
+            response = shard.kinesis.subscribe_to_shard(ConsumerARN=consumer_arn, ShardId=shard.shard_id,
+                                                        StartingPosition=position)
+            events = response["EventStream"]
+            try:
+                for event in events:  # an error event (ResourceInUse among them) raises here
+                    body = event.get("SubscribeToShardEvent")
+                    if body is None:
+                        continue
+                    failures = 0
+                    continuation = body.get("ContinuationSequenceNumber")
+                    yield Step(body.get("Records") or [], not continuation, body.get("MillisBehindLatest") == 0)
+                    if not continuation:
+                        return
+                    position = {"Type": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": continuation}
+            finally:
+                events.close()
+        except AWS_ERRORS as exc:
+            error = translate(exc, f"SubscribeToShard on {shard.stream}/{shard.shard_id}")
+            if (error_code(exc) != _IN_USE and not error.retriable) or failures == THROTTLED_TRIES - 1:
+                raise error from exc
+            time.sleep(BACKOFF.next_delay(failures, shard.rng))
+            failures += 1
+
+
+def fetch(shard: Shard, take: ShardTake, limits: ReadLimits, to: str | None = None) -> Fetched:
+    """The records of ``take``: to the recorded end ``to`` (a replay), else decided here."""
+    got = Fetched()
+    size = 0
+    deadline = time.monotonic() + (REPLAY_WAIT_S if to is not None else limits.fetch_duration_s)
+    steps = subscribed(shard, take.consumer_arn, take.pos) if take.consumer_arn else \
+        polled(shard, take.pos, limits, got)
+    try:
+        for step in steps:
+            for record in step.records:
+                if to is not None:
+                    if int(record["SequenceNumber"]) > int(to):
+                        raise ReplayError(f"{take.stream}/{take.shard_id}: batch {take.epoch} ended at {to}, which "
+                                          f"the stream no longer has (next: {record['SequenceNumber']}); past its "
+                                          "retention?")
+                    got.records.append(record)
+                    if record["SequenceNumber"] == to:
+                        return got
+                    continue
+                if take.until is not None and arrival_ms(record) > take.until:
+                    return got
+                rows = user_count(record, take.hash_range)
+                if take.cap is not None and got.records and got.rows + rows > take.cap:
+                    return got
+                got.records.append(record)
+                got.rows += rows
+                size += len(record["Data"])
+                if size >= MAX_BATCH_BYTES:
+                    return got
+            if step.ended:
+                if to is not None:
+                    raise ReplayError(f"{take.stream}/{take.shard_id}: batch {take.epoch} ended at {to}, but the "
+                                      "shard ended before it")
+                got.ended = True
+                return got
+            if to is not None:
+                if step.caught_up or time.monotonic() > deadline:
+                    raise ReplayError(f"{take.stream}/{take.shard_id}: batch {take.epoch} ended at {to}; reading "
+                                      f"again reached {got.end or 'nothing'} and no further (past the stream's "
+                                      "retention?)")
+            elif step.caught_up or time.monotonic() > deadline:
+                return got
+        return got  # a subscription's events ran out without a step to stop at (not expected)
+    finally:
+        close = getattr(steps, "close", None)
+        if close is not None:
+            close()
 
 
 def rows(take: ShardTake, records: list[dict[str, Any]]) -> Iterator[pa.RecordBatch]:

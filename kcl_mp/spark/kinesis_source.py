@@ -22,7 +22,11 @@ Options (Databricks' Kinesis names where they exist):
     maxFetchDuration           how long a shard's batch reads at most (default 10s)
     maxFetchRate               MB/s a shard is read at most (default: Kinesis' 5 reads a second)
     shardsPerTask              shards one Spark task reads (default 5)
-    consumerMode               polling (the default and, for now, the only mode)
+    consumerMode               polling (default) or efo: executors read by SubscribeToShard, a
+                               subscription a batch (Kinesis allows a consumer one a shard every
+                               5 s: a shard's batches come at most that often; polling for less)
+    consumerName / consumerArn efo: the stream consumer (registered by that name on each stream
+                               when missing; default kcl-mp-spark), or its ARN (one stream)
     availableNow               true: hold the run to what had arrived at its first plan (Spark < 4.2)
 
 Columns: ``partitionKey, data, stream, shardId, sequenceNumber, subSequenceNumber,
@@ -68,6 +72,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
 from kcl_mp.retrieval import kinesis_shards
+from kcl_mp.retrieval.fanout import active_consumer
 from kcl_mp.retrieval.stream import IteratorExpired
 from kcl_mp.spark.kinesis_plan import (
     Listed,
@@ -177,6 +182,9 @@ class Options:
     read: ReadLimits
     shards_per_task: int
     available_now: bool
+    fan_out: bool = False
+    consumer_name: str = "kcl-mp-spark"
+    consumer_arn: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> Options:
@@ -197,9 +205,12 @@ class Options:
             return int(value)
 
         mode = lower.get("consumermode", "polling").lower()
-        if mode != "polling":
-            raise ValueError(f"{NAME}: option consumerMode={mode!r}: only polling is supported (enhanced fan-out "
-                             "is not built yet); use the kcl-mp daemon with the landing source for fan-out")
+        if mode not in ("polling", "efo"):
+            raise ValueError(f"{NAME}: option consumerMode={mode!r} must be polling or efo")
+        consumer_arn = lower.get("consumerarn")
+        if consumer_arn and (mode != "efo" or len(named) + len(arns) != 1):
+            raise ValueError(f"{NAME}: option consumerArn goes with consumerMode=efo and one stream "
+                             "(several streams: consumerName, registered on each)")
         rate = lower.get("maxfetchrate")
         try:
             rate_mb = float(rate) if rate is not None else None
@@ -224,7 +235,8 @@ class Options:
                    Connection(region, lower.get("endpointurl"), lower.get("rolearn"),
                               lower.get("rolesessionname", "kcl-mp-spark")),
                    Initial.parse(lower.get("initialposition")), lower.get("metadatapath"), lower.get("s3endpoint"),
-                   positive("maxRecordsPerTrigger", None), read, shards_per_task, available_now == "true")
+                   positive("maxRecordsPerTrigger", None), read, shards_per_task, available_now == "true",
+                   mode == "efo", lower.get("consumername") or "kcl-mp-spark", consumer_arn or None)
 
 
 @dataclass(frozen=True)
@@ -235,10 +247,17 @@ class TaskRead(InputPartition):
 
 
 def metadata_storage(options: Options) -> Storage:
+    """Where the manifests are: one ``Storage`` (and S3 client) a process, not one a task."""
     if options.metadata is None:
         raise ValueError(f"{NAME}: a stream needs option metadataPath (a directory or s3://bucket/prefix, one "
                          "per query, kept with its checkpoint), where executors record where each batch ends")
-    return Storage(options.metadata, options.s3_endpoint)
+    key = (options.metadata, options.s3_endpoint)
+    if key not in _STORAGES:
+        _STORAGES[key] = Storage(*key)
+    return _STORAGES[key]
+
+
+_STORAGES: dict[tuple[str, str | None], Storage] = {}
 
 
 def _now_ms() -> int:
@@ -251,6 +270,7 @@ class Planner:
 
     options: Options
     ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # by shard key, from the last listing
+    consumers: dict[str, str] = field(default_factory=dict)  # enhanced fan-out: each stream's consumer ARN
     manifests: dict[tuple[str, int], Manifest] = field(default_factory=dict)
     idle: dict[str, tuple[bytes, str, float]] = field(default_factory=dict)  # key -> (position, iterator, when)
 
@@ -272,6 +292,17 @@ class Planner:
                 self.ranges[key] = shard.hash_range
                 out.append(Listed(key, tuple(shard_key(stream, p) for p in shard.parent_shard_ids), shard.hash_range))
         return out
+
+    def consumer(self, stream: str) -> str | None:
+        """Enhanced fan-out: the stream's ACTIVE consumer, registered if missing (once a planner)."""
+        if not self.options.fan_out:
+            return None
+        if stream not in self.consumers:
+            stream_arn = stream if stream.startswith("arn:") else \
+                self.kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
+            self.consumers[stream] = active_consumer(self.kinesis, stream_arn, self.options.consumer_arn,
+                                                     self.options.consumer_name, log)
+        return self.consumers[stream]
 
     def initial(self) -> dict[str, Any]:
         initial = self.options.initial
@@ -327,14 +358,16 @@ class Planner:
         shards, ready = admit(self.resolved(start), self.listed(start.get("since")))
         probes = dict(zip(ready, self.pool.map(lambda k: self.probe(k, shards[k]["pos"]), ready)))
         moving = [key for key, probe in probes.items() if probe.moves(until)]
-        return next_offset(start, shards, moving, max_rows, until)
+        return next_offset(start, shards, moving, max_rows, until, [k for k, p in probes.items() if p.at_end])
 
     def partitions(self, end: Mapping[str, Any]) -> list[TaskRead]:
         check_offset(end)
         if any(key not in self.ranges for key in end["active"]):
             self.listed(end.get("since"))
         takes = [ShardTake(*split_key(key), self.ranges.get(key, FULL_RANGE), end["shards"][key]["pos"],
-                           int(end["epoch"]), end.get("cap"), end.get("until")) for key in end["active"]]
+                           int(end["epoch"]), end.get("cap"), end.get("until"),
+                           None if key in end.get("closing", ()) else self.consumer(split_key(key)[0]))
+                 for key in end["active"]]
         per = self.options.shards_per_task
         return [TaskRead(tuple(takes[i:i + per])) for i in range(0, len(takes), per)]
 
@@ -427,8 +460,8 @@ class KinesisBatchReader(DataSourceReader):
         planner = Planner(self.options)
         first = planner.initial()
         until = _now_ms()
-        takes = [ShardTake(*split_key(key), planner.ranges.get(key, FULL_RANGE), entry["pos"], 0, None, until)
-                 for key, entry in sorted(first["shards"].items())]
+        takes = [ShardTake(*split_key(key), planner.ranges.get(key, FULL_RANGE), entry["pos"], 0, None, until,
+                           planner.consumer(split_key(key)[0])) for key, entry in sorted(first["shards"].items())]
         per = self.options.shards_per_task
         return [TaskRead(tuple(takes[i:i + per])) for i in range(0, len(takes), per)]
 

@@ -35,6 +35,18 @@ def _fsync_directory(path: str) -> None:
         os.close(directory)
 
 
+def _written_beside(final: str, body: bytes, name: str) -> str:
+    """``body`` in the hidden file ``name`` beside ``final`` (its directory made), synced."""
+    parent = os.path.dirname(final)
+    os.makedirs(parent, exist_ok=True)
+    temporary = os.path.join(parent, name)
+    with open(temporary, "wb") as out:
+        out.write(body)
+        out.flush()
+        os.fsync(out.fileno())
+    return temporary
+
+
 @dataclass
 class Storage:
     """``url``: a directory, ``file:///dir`` or ``s3://bucket/prefix``; ``endpoint``: an S3
@@ -89,15 +101,9 @@ class Storage:
             self.s3.put_object(Bucket=self.bucket, Key=self._key(relative), Body=body)
             return self.location(relative)
         final = os.path.join(self.directory, relative)
-        parent, name = os.path.split(final)
-        os.makedirs(parent, exist_ok=True)
-        temporary = os.path.join(parent, f".{name}.tmp")
-        with open(temporary, "wb") as out:
-            out.write(body)
-            out.flush()
-            os.fsync(out.fileno())
+        temporary = _written_beside(final, body, f".{os.path.basename(final)}.tmp")
         os.replace(temporary, final)
-        _fsync_directory(parent)
+        _fsync_directory(os.path.dirname(final))
         return final
 
     def create_bytes(self, relative: str, body: bytes) -> bool:
@@ -116,20 +122,14 @@ class Storage:
                     return False
                 raise
         final = os.path.join(self.directory, relative)
-        parent, name = os.path.split(final)
-        os.makedirs(parent, exist_ok=True)
-        temporary = os.path.join(parent, f".{name}.{os.getpid()}.{id(body)}.tmp")
-        with open(temporary, "wb") as out:
-            out.write(body)
-            out.flush()
-            os.fsync(out.fileno())
+        temporary = _written_beside(final, body, f".{os.path.basename(final)}.{os.getpid()}.{id(body)}.tmp")
         try:
             os.link(temporary, final)
         except FileExistsError:
             return False
         finally:
             os.remove(temporary)
-        _fsync_directory(parent)
+        _fsync_directory(os.path.dirname(final))
         return True
 
     def read_if_there(self, relative: str) -> bytes | None:

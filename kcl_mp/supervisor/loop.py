@@ -73,6 +73,7 @@ from multiprocess.connection import wait as wait_for
 
 from kcl_mp.aws.clients import client as aws_client
 from kcl_mp.config import Config
+from kcl_mp.config.settings import StreamKind
 from kcl_mp.errors import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK
 from kcl_mp.leases.renewer import renewal_table
 from kcl_mp.leases.table import LeaseTable
@@ -350,7 +351,8 @@ class Supervisor:
             fresh = ExtendedSequenceNumber(self.config.initial_position.kind, 0)  # no checkpoint yet
             self.shards.start(key, held.lease.checkpoint or fresh,
                               streams.consumer_of(key) if streams else self.consumer_arn, held.renewed_at,
-                              streams.stream_of(key) if streams else None)
+                              streams.stream_of(key) if streams else None,
+                              held.lease.hash_range if self.config.stream_kind is StreamKind.KINESIS else None)
 
     def reap_workers(self) -> None:
         ended, actions = self.shards.ended((self.config.processor.timeout_s or 0) + LEASE_LOST_WAIT_S)

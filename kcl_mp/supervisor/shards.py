@@ -113,9 +113,9 @@ class Shards:
     # -- words out --------------------------------------------------------------------
 
     def start(self, key: str, checkpoint: ExtendedSequenceNumber, consumer_arn: str | None, renewed_at: float,
-              stream: StreamSettings | None = None) -> None:
+              stream: StreamSettings | None = None, hash_range: tuple[int, int] | None = None) -> None:
         pool = self.pools.place(key)
-        pool.send(channel.Start(key, checkpoint, consumer_arn, renewed_at, stream))
+        pool.send(channel.Start(key, checkpoint, consumer_arn, renewed_at, stream, hash_range))
         progress = self.progress.setdefault(key, ShardProgress(key))
         progress.restarted()
         self.active[key] = RunningShard(key, pool, self.clock(), progress, renewed_at=renewed_at)

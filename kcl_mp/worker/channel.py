@@ -5,10 +5,11 @@ but ``Renewed`` and ``Usage`` names one shard. Pure: no boto3, no I/O.
 
 supervisor -> pool process:
 
-    Start(shard, checkpoint, consumer_arn, renewed_at, stream)   drive this shard: start its processor
-                     once the hold is fresh (``fencing.Hold``), from ``checkpoint``; ``stream``: a
-                     multi-stream lease's stream as the supervisor's list has it now (it may have been
-                     appended since the pool process was forked)
+    Start(shard, checkpoint, consumer_arn, renewed_at, stream, hash_range)   drive this shard: start
+                     its processor once the hold is fresh (``fencing.Hold``), from ``checkpoint``;
+                     ``stream``: a multi-stream lease's stream as the supervisor's list has it now (it
+                     may have been appended since the pool process was forked); ``hash_range``: the
+                     lease's, for KPL de-aggregation
     Renewed(leases)  ((shard, at), ...): each lease was renewed by a request sent at ``at``
                      (the supervisor's ``time.monotonic()``, host-wide); one batch per fence step
     Shutdown(shard)  graceful stop: no more records; the processor gets shutdownRequested and
@@ -64,6 +65,7 @@ class Start:
     consumer_arn: str | None = None  # enhanced fan-out: SubscribeToShard through this consumer
     renewed_at: float = float("-inf")  # the send time of the renewal that confirmed the lease
     stream: StreamSettings | None = None  # a multi-stream lease's stream; None: the configured one
+    hash_range: tuple[int, int] | None = None  # the lease's shard's: KPL user records outside it are dropped
 
 
 @dataclass(frozen=True)

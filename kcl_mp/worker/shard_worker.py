@@ -140,7 +140,7 @@ class ShardDriver:
             stream=stream.initialize_keys,
         )
         fetcher = open_fetcher(config, self.shared.kinesis, stream, self.start.checkpoint, self.log,
-                               self.shared.prefetch, self.start.consumer_arn)
+                               self.shared.prefetch, self.start.consumer_arn, self.start.hash_range)
         grace_s = config.processor.shutdown_grace_ms / 1000.0
         limit_mb = config.processor.memory_limit_mb
         watch: Watch | None = None

@@ -27,13 +27,23 @@ from pathlib import Path
 
 import psutil
 import pytest
+from aws_kinesis_agg.aggregator import RecordAggregator
 from aws_kinesis_agg.deaggregator import messages_pb2
 
-from kcl_mp.embedded import ensure_stream
+from kcl_mp.embedded import ensure_stream, wait_active
 from kcl_mp.multilang.child import MAX_QUEUED_BYTES
 from kcl_mp.retrieval.deaggregate import DIGEST_SIZE, MAGIC
 
-from ..support.harness import ROOT, Daemon, base_properties, wait_until, write_properties
+from ..support.harness import (
+    RECORDER,
+    ROOT,
+    Daemon,
+    base_properties,
+    recorded,
+    records_only,
+    wait_until,
+    write_properties,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -175,6 +185,44 @@ def test_a_processor_flooding_stdout_costs_bounded_memory_and_fails_its_shard(tm
         assert "too long for a message (at most 1048576 bytes), not decoded" in log
         assert f"processor failed: processor for shardId-000000000000 wrote {limit}" in log
         assert growth < 100, f"pool process grew {growth:.0f} MB"
+        daemon.stop_gracefully()
+    finally:
+        daemon.kill()
+
+
+def test_a_kpl_record_put_on_the_wrong_shard_reaches_its_processor_once_from_the_right_one(
+        tmp_path, kinesis, moto_url, unique_name):
+    """As the Java KCL: an aggregate put with a stale shard map holds a user record of another
+    shard's hash range; the KPL sends that record again to its shard (its wrong-shard retry), and
+    the copy in the aggregate is dropped, so the processor gets it once."""
+    stream = unique_name
+    kinesis.create_stream(StreamName=stream, ShardCount=2)
+    wait_active(kinesis, stream)
+    shards = sorted(kinesis.list_shards(StreamName=stream)["Shards"],
+                    key=lambda s: int(s["HashKeyRange"]["StartingHashKey"]))
+    upper = int(shards[1]["HashKeyRange"]["StartingHashKey"])
+
+    def hashed(key: str) -> int:
+        return int(hashlib.md5(key.encode()).hexdigest(), 16)
+
+    keys = [f"key-{i}" for i in range(100)]
+    mine, theirs = next(k for k in keys if hashed(k) < upper), next(k for k in keys if hashed(k) >= upper)
+    agg = RecordAggregator()
+    agg.add_user_record(mine, b'{"id": 1}')
+    agg.add_user_record(theirs, b'{"id": 2}')  # belongs to the other shard
+    _, _, blob = agg.clear_and_get().get_contents()
+    kinesis.put_record(StreamName=stream, Data=blob, PartitionKey=mine)  # lands on the first shard
+    kinesis.put_record(StreamName=stream, Data=b'{"id": 2}', PartitionKey=theirs)  # the KPL's re-send
+    out = tmp_path / "out"
+    out.mkdir()
+    props = write_properties(tmp_path / "app.properties", **base_properties(
+        moto_url, stream, unique_name, f"{sys.executable} {RECORDER}", initialPositionInStream="TRIM_HORIZON"))
+    daemon = Daemon(props, tmp_path / "run.log", env={"RECORDER_DIR": str(out)})
+    try:
+        wait_until(lambda: len(records_only(recorded(out))) >= 2, 90, "two records")
+        time.sleep(3)  # anything more would have come by now
+        got = sorted((json.loads(r["data"])["id"], r["_shard"]) for r in records_only(recorded(out)))
+        assert got == [(1, shards[0]["ShardId"]), (2, shards[1]["ShardId"])], got
         daemon.stop_gracefully()
     finally:
         daemon.kill()

@@ -19,15 +19,18 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
+import boto3
 import pytest
 from deltalake import DeltaTable
 
 import kcl_mp
 from kcl_mp.cli.check_processor import load_scenarios
+from kcl_mp.devtools.producer import produce
 from kcl_mp.devtools.spark_local import job_env
 from kcl_mp.spark.layout import START
 from kcl_mp.spark.storage import Storage
 
+from ..support.kinesis_mock import create_streams
 from ..support.spark_support import land
 
 pytestmark = pytest.mark.integration
@@ -163,7 +166,7 @@ PIP_CACHE = Path.home() / ".cache" / "kcl-mp" / "pip"  # PySpark is a 400 MB sdi
 
 @pytest.mark.spark
 @pytest.mark.beside_timing_last  # 2.5 min of pip and two Spark jobs: on the cores the timing tests leave idle
-def test_the_spark_extra_leaves_the_clusters_pyspark_in_place(tmp_path):
+def test_the_spark_extra_leaves_the_clusters_pyspark_in_place(tmp_path, kinesis_mock_url, unique_name):
     """A fresh venv with an older PySpark already installed, as on a cluster: ``pip install
     <wheel>[spark]`` (from PyPI, through a cache kept in .cache/pip) brings the table-format
     libraries (SQLAlchemy for pyiceberg's SQL catalog among them) and leaves that PySpark as it
@@ -210,6 +213,39 @@ def test_the_spark_extra_leaves_the_clusters_pyspark_in_place(tmp_path):
     land(storage, "orders", "shardId-000000000000", [((200 + n, 0), 2000 + n) for n in range(10)], (149, 0), "w3")
     run(argv, tmp_path, spark_env, timeout=300)
     assert sorted(delta_ids(table)) == [*range(50), *range(1000, 1050), *range(2000, 2010)]
+
+    # kclmp_kinesis on that PySpark (whose latestOffset has no start and no read limit): straight
+    # from kinesis-mock into Delta, batches the source caps itself, availableNow through write_stream
+    kinesis = boto3.client("kinesis", endpoint_url=kinesis_mock_url, region_name="us-east-1")
+    create_streams(kinesis, {unique_name: 2})
+    produce(kinesis, unique_name, 500, aggregated_share=0.1)
+    direct = tmp_path / "kinesis_to_delta.py"
+    direct.write_text(KINESIS_TO_DELTA)
+    table, checkpoint, meta = tmp_path / "direct", tmp_path / "direct-checkpoint", tmp_path / "direct-meta"
+    argv = [str(venv / "bin" / "python"), str(direct), unique_name, kinesis_mock_url, str(meta), str(table),
+            str(checkpoint)]
+    run(argv, tmp_path, {**spark_env, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}, timeout=300)
+    assert sorted(delta_ids(table)) == list(range(500))
+    versions = len(DeltaTable(str(table)).history())
+    assert versions >= 5, f"{versions} Delta versions: batches of at most 100 rows expected"
+    produce(kinesis, unique_name, 50, first_id=500)
+    run(argv, tmp_path, {**spark_env, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}, timeout=300)
+    assert sorted(delta_ids(table)) == list(range(550))
+
+
+KINESIS_TO_DELTA = """import sys
+from pyspark.sql import SparkSession
+import kcl_mp.spark
+from kcl_mp.spark.tables import Trigger, write_stream
+
+stream, endpoint, meta, table, checkpoint = sys.argv[1:6]
+spark = SparkSession.builder.appName("kinesis to delta").getOrCreate()
+kcl_mp.spark.register(spark)
+read = spark.readStream.format("kclmp_kinesis").option("streamName", stream).option("endpointUrl", endpoint)
+events = (read.option("region", "us-east-1").option("initialPosition", "trim_horizon").option("metadataPath", meta)
+          .option("maxRecordsPerTrigger", 100).option("availableNow", "true").load())
+write_stream(events, "delta", table, checkpoint, Trigger(available_now=True)).awaitTermination()
+"""
 
 
 def delta_ids(table: Path) -> list[int]:

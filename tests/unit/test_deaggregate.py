@@ -141,3 +141,29 @@ def test_the_line_overhead_matches_what_wire_writes():
 def test_a_record_longer_than_the_bound_is_alone_in_its_slice():
     big, small = ("A" * 1000, "k", "1", 0, 0), ("A", "k", "2", 0, 0)
     assert [len(part) for part in line_slices([small, big, small, small], 600)] == [1, 1, 2]
+
+
+def test_user_records_outside_the_shards_hash_range_are_dropped_by_key_or_explicit_hash_key():
+    """As the Java KCL: the KPL sends a record that landed on the wrong shard again, so the
+    misplaced copy goes; a plain record (routed by Kinesis itself) is never filtered."""
+    import hashlib
+
+    def hashed(key):
+        return int(hashlib.md5(key.encode()).hexdigest(), 16)
+
+    keys = [f"k{i}" for i in range(40)]
+    low = [k for k in keys if hashed(k) < 2**127][:2]
+    high = [k for k in keys if hashed(k) >= 2**127][:2]
+    agg = RecordAggregator()
+    for key in (low[0], high[0], low[1], high[1]):
+        agg.add_user_record(key, key.encode())
+    agg.add_user_record(high[0], b"pinned-low", explicit_hash_key=str(5))  # its explicit hash key rules
+    blob = agg.clear_and_get().get_contents()[2]
+    lower_half = (0, 2**127 - 1)
+    runs = user_record_runs([record("9", blob, key="container"), record("10", b"plain", key=high[0])], None, 100,
+                            lower_half)
+    out = [(base64.b64decode(d), k, s, sub) for run in runs for d, k, s, _, sub in run]
+    assert out == [(low[0].encode(), low[0], "9", 0), (low[1].encode(), low[1], "9", 2),
+                   (b"pinned-low", high[0], "9", 4), (b"plain", high[0], "10", 0)]
+    everything = [u for run in user_record_runs([record("9", blob)], None, 100) for u in run]
+    assert len(everything) == 5

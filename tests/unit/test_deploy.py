@@ -141,10 +141,12 @@ PREFLIGHT = "cli.check_config"  # checks the calls the features make, so it need
 # module -> the policies whose feature runs it
 FEATURES = {
     "leases.table": ("polling", "fanout", "dynamodb-streams"),
-    "retrieval.kinesis_shards": ("polling", "fanout"),
+    "retrieval.kinesis_shards": ("polling", "fanout", "spark-kinesis"),
     "retrieval.kinesis_stream": ("polling",),
     "retrieval.dynamodb_stream": ("dynamodb-streams",),
-    "retrieval.fanout": ("fanout",),
+    "retrieval.fanout": ("fanout", "spark-kinesis"),
+    "spark.kinesis_source": ("spark-kinesis",),
+    "spark.kinesis_read": ("spark-kinesis",),
     "metrics.process": ("cloudwatch",),
     "aws.clients": ("assume-role",),
     "fleet.state_store": ("kcl3",),

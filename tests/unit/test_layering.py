@@ -32,7 +32,7 @@ PURE = ["kcl_mp.backoff", "kcl_mp.errors", "kcl_mp.sequence",
         "kcl_mp.supervisor.shard_life", "kcl_mp.supervisor.schedule", "kcl_mp.leases.stream_changes",
         "kcl_mp.metrics.catalogue", "kcl_mp.metrics.health", "kcl_mp.metrics.link", "kcl_mp.supervisor.starts", "kcl_mp.worker.channel",
         "kcl_mp.devtools.java_rule", "kcl_mp.devtools.bench_figures",
-        "kcl_mp.spark.layout", "kcl_mp.spark.queries", "kcl_mp.embedded.stream_tree"]
+        "kcl_mp.spark.layout", "kcl_mp.spark.queries", "kcl_mp.spark.kinesis_plan", "kcl_mp.embedded.stream_tree"]
 NO_IO = ["kcl_mp.multilang.protocol"]
 
 
