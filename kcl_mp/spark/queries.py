@@ -85,6 +85,18 @@ def completed_a_batch(query: Query) -> bool:
     return any(progress.get("numInputRows", 0) > 0 for progress in query.recentProgress)
 
 
+SETTLED = ("Waiting for data to arrive", "Waiting for next trigger")  # Spark's status between triggers
+
+
+def _settled(query: Query) -> bool:
+    """Whether a query finished a trigger since it started (a batch, or a trigger that found
+    nothing), or ended."""
+    if not query.isActive or query.recentProgress:
+        return True
+    status = getattr(query, "status", None) or {}
+    return status.get("message") in SETTLED and not status.get("isTriggerActive")
+
+
 class Queries:
     """The job's queries by output name, each restarted by ``policy``; ``finished`` holds each
     output's last query once it ended."""
@@ -98,6 +110,7 @@ class Queries:
         self.failures = {name: 0 for name in self.starts}
         self.active: dict[str, Query] = {}
         self.finished: dict[str, Query] = {}
+        self.settle_s = 0.0  # run_together's
 
     def run_one_by_one(self) -> None:
         """Each output's query to its end before the next starts (availableNow)."""
@@ -110,10 +123,18 @@ class Queries:
                     pass
                 self._ended(name)
 
-    def run_together(self, await_any: Callable[[], Any], reset: Callable[[], None]) -> None:
+    def run_together(self, await_any: Callable[[], Any], reset: Callable[[], None], settle_s: float = 0.0) -> None:
         """Every output's query at once, until all ended (``await_any``/``reset``: the session's
-        ``streams.awaitAnyTermination`` and ``streams.resetTerminated``)."""
+        ``streams.awaitAnyTermination`` and ``streams.resetTerminated``).
+
+        ``settle_s``: a query is started (and started again after a failure) only once each
+        other query has finished its first trigger since it started, or ended, or ``settle_s``
+        passed: PySpark 4.3 in local mode fails tasks with java.io.OptionalDataException when
+        two Python-source queries start their first batches at once (a restarted job's replays),
+        and again at each start when both fail and start again together."""
+        self.settle_s = settle_s
         for name in self.starts:
+            self._settle()
             self._start(name)
         while self.active:
             try:
@@ -127,6 +148,12 @@ class Queries:
     def stop(self) -> None:
         for query in self.active.values():
             query.stop()
+
+    def _settle(self) -> None:
+        """Wait (at most ``settle_s``) until every active query finished a trigger or ended."""
+        deadline = time.monotonic() + self.settle_s
+        while time.monotonic() < deadline and not all(_settled(query) for query in self.active.values()):
+            self.sleep(0.2)
 
     def _start(self, name: str) -> None:
         """Start ``name``'s query; a start that fails (Spark plans the source as it starts) is
@@ -146,6 +173,7 @@ class Queries:
             self.finished[name] = query
             return
         self._failed(name, query.name or name, error, completed_a_batch(query))
+        self._settle()
         self._start(name)
 
     def _failed(self, name: str, label: str, error: BaseException, progressed: bool) -> None:

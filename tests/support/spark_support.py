@@ -29,12 +29,13 @@ SPARK_ENV = local_spark_env(JOB_PYTHON)
 
 
 class Job:
-    """``python -m kcl_mp.spark.job`` in its own process group, its output in a file."""
+    """``python -m kcl_mp.spark.job`` (or ``module``, a wrapper of it) in its own process group,
+    its output in a file."""
 
-    def __init__(self, log: Path, *args: str, env: dict[str, str] | None = None):
+    def __init__(self, log: Path, *args: str, env: dict[str, str] | None = None, module: str = "kcl_mp.spark.job"):
         self.log = log
         with open(log, "ab") as out:
-            self.process = subprocess.Popen([JOB_PYTHON, "-m", "kcl_mp.spark.job", *args], cwd=ROOT if JOB_PYTHON == sys.executable else log.parent,
+            self.process = subprocess.Popen([JOB_PYTHON, "-m", module, *args], cwd=ROOT if JOB_PYTHON == sys.executable else log.parent,
                                             env={**job_env(JOB_PYTHON), **(env or {})}, stdin=subprocess.DEVNULL,
                                             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 

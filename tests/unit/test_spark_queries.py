@@ -161,3 +161,62 @@ def test_a_start_that_cannot_import_is_given_up_at_once():
     with pytest.raises(ModuleNotFoundError):
         Queries({"iceberg": start}, RestartPolicy(3, 1.0), sleep=lambda s: None, say=said.append).run_one_by_one()
     assert said == ["query iceberg failed (No module named 'sqlalchemy'): a restart cannot mend this; giving up"]
+
+
+class Starting:
+    """A running query whose first trigger ends after ``polls`` looks at its status."""
+
+    def __init__(self, name: str, polls: int, log: list[str]):
+        self.name, self.isActive, self.recentProgress, self.polls, self.log = name, True, [], polls, log
+
+    @property
+    def status(self) -> dict:
+        self.polls -= 1
+        message = "Waiting for next trigger" if self.polls <= 0 else "Processing new data"
+        return {"message": message, "isTriggerActive": self.polls > 0, "isDataAvailable": False}
+
+    def exception(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        self.isActive = False
+
+
+def test_together_with_a_settle_each_query_starts_once_the_others_finished_a_trigger():
+    """--stream: the second query starts only once the first finished its first trigger (a
+    replay, after a kill): two Python-source queries starting batches at once fail tasks with
+    OptionalDataException on PySpark 4.3 in local mode."""
+    log: list[str] = []
+    made: dict[str, Starting] = {}
+
+    def start(name: str, polls: int) -> Starting:
+        log.append(f"start {name}")
+        made[name] = Starting(name, polls, log)
+        return made[name]
+
+    def await_any() -> None:  # the test's end: both queries stop
+        for query in made.values():
+            query.isActive = False
+
+    queries = Queries({"parquet": lambda: start("parquet", 3), "delta": lambda: start("delta", 1)},
+                      RestartPolicy(0, 0.0), sleep=lambda s: log.append(f"sleep {s}"), say=log.append)
+    queries.run_together(await_any, lambda: None, settle_s=60.0)
+    assert log == ["start parquet", "sleep 0.2", "sleep 0.2", "start delta"]
+
+
+def test_together_without_a_settle_starts_every_query_at_once():
+    log: list[str] = []
+    made: list[Starting] = []
+
+    def start(name: str) -> Starting:
+        log.append(f"start {name}")
+        made.append(Starting(name, 99, log))
+        return made[-1]
+
+    def await_any() -> None:
+        for query in made:
+            query.isActive = False
+
+    Queries({"parquet": lambda: start("parquet"), "delta": lambda: start("delta")}, RestartPolicy(0, 0.0),
+            sleep=lambda s: log.append(f"sleep {s}"), say=log.append).run_together(await_any, lambda: None)
+    assert log == ["start parquet", "start delta"]
