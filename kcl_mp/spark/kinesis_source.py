@@ -279,13 +279,11 @@ class Planner:
         self.pool = ThreadPoolExecutor(PROBE_THREADS, thread_name_prefix="kclmp-probe")
         self.storage = metadata_storage(self.options) if self.options.metadata else None
 
-    def listed(self, since: int | None, initial: bool = False) -> list[Listed]:
-        """Every stream's shards (those open at ``since`` or later, when given; ``initial``: only
-        those open at ``since``, where a query starts). ListShards' AT_TIMESTAMP filter lists
-        only shards that were open *at* the time: a later listing filtered so would never show
-        the children of a split or merge made after the query started; FROM_TIMESTAMP does."""
-        shard_filter = {"Type": "AT_TIMESTAMP" if initial else "FROM_TIMESTAMP",
-                        "Timestamp": datetime.fromtimestamp(since / 1000, tz=timezone.utc)} \
+    def listed(self, since: int | None) -> list[Listed]:
+        """Every stream's shards (those open at ``since`` or later, when given: ListShards'
+        FROM_TIMESTAMP filter; its AT_TIMESTAMP lists only the shards open *at* the time, never
+        the children of a split or merge made after it)."""
+        shard_filter = {"Type": "FROM_TIMESTAMP", "Timestamp": datetime.fromtimestamp(since / 1000, tz=timezone.utc)} \
             if since is not None else None
         out = []
         for stream, shards in zip(self.options.streams, self.pool.map(
@@ -315,7 +313,7 @@ class Planner:
         if initial.kind == "AT_SEQUENCE_NUMBER":
             return initial_offset(self.listed(None), {"at": "TRIM_HORIZON"}, None, dict(initial.sequence_numbers))
         since = initial.ts if initial.kind == "AT_TIMESTAMP" else _now_ms()  # LATEST: now, kept in the offset
-        return initial_offset(self.listed(since, initial=True), {"at": "AT_TIMESTAMP", "ts": since}, since)
+        return initial_offset(self.listed(since), {"at": "AT_TIMESTAMP", "ts": since}, since)
 
     def resolved(self, offset: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         epoch = int(offset["epoch"])
