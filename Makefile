@@ -18,7 +18,7 @@ NODE_PROCESSOR := kcl_mp/processors/nodejs/node_modules/aws-kcl/package.json
 # The jars beside PySpark's for s3a:// paths (examples/spark/jars.pom.xml: 35 jars, 13 MB).
 SPARK_JARS := .cache/spark-jars/.pinned
 
-.PHONY: demo spark-demo spark-jars java-peers jdk mvn lint test test-java-versions unit integration e2e bench bench-scale bench-protocol bench-balance bench-faults bench-throughput bench-cost clean jq java
+.PHONY: demo spark-demo spark-jars java-peers jdk mvn lint test test-java-versions unit integration e2e bench bench-scale bench-protocol bench-balance bench-faults bench-throughput bench-cost bench-spark-kinesis clean jq java
 
 # uv installs into the venv: the same resolution as pip's, 35 s against pip's 82 s for the
 # test extra here (downloads and unpacking side by side; PySpark alone is 400 MB).
@@ -187,6 +187,11 @@ bench-throughput: $(BENCH_STAMP)
 bench-cost: $(BENCH_STAMP)
 	@command -v java >/dev/null || { echo "bench-cost: Java 17+ is needed for the Java daemon (Debian: openjdk-17-jre-headless)" >&2; exit 1; }
 	$(BIN)/python bench/cost_fleet.py $(BENCH_ARGS)
+
+## bench-spark-kinesis: the kclmp_kinesis source's acceptance figures: throughput on fast_kinesis (local[1], local[2]), where read() spends its time, latency at a 1 s trigger on moto, planning 1,000 idle shards at 20 ms a call (BENCH_ARGS: one of them and its options)
+bench-spark-kinesis: $(BENCH_STAMP)
+	@command -v java >/dev/null || { echo "bench-spark-kinesis: Java 17+ is needed for Spark's local mode (Debian: openjdk-17-jre-headless)" >&2; exit 1; }
+	$(BIN)/python bench/spark_kinesis.py $(or $(BENCH_ARGS),all)
 
 ## bench-balance: take intervals to balance after a cold start, a join and a crash, kcl-mp vs the Java rule
 bench-balance: $(STAMP)

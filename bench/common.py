@@ -80,12 +80,14 @@ def wait_for(condition: Any, timeout: float, process: subprocess.Popen, what: st
 
 
 def start_fast_kinesis(port: int, stream: str, shards: int, log: Path, *, record_bytes: int = 100,
-                       page_records: int = 10_000, records_per_shard: int = 0) -> subprocess.Popen:
-    """fast_kinesis on ``port`` serving ``stream`` (endless shards unless ``records_per_shard``),
-    once it answers (at most 30 s)."""
+                       page_records: int = 10_000, records_per_shard: int = 0,
+                       delay_ms: float = 0.0) -> subprocess.Popen:
+    """fast_kinesis on ``port`` serving ``stream`` (endless shards unless ``records_per_shard``;
+    every answer held ``delay_ms``), once it answers (at most 30 s)."""
     process = subprocess.Popen([sys.executable, "-m", "kcl_mp.devtools.fast_kinesis", str(port), "--stream", stream,
                                 "--shards", str(shards), "--record-bytes", str(record_bytes),
-                                "--page-records", str(page_records), "--records-per-shard", str(records_per_shard)],
+                                "--page-records", str(page_records), "--records-per-shard", str(records_per_shard),
+                                "--delay-ms", str(delay_ms)],
                                stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -1,7 +1,7 @@
 """An in-memory Kinesis endpoint for throughput benchmarks: never the bound.
 
     python -m kcl_mp.devtools.fast_kinesis PORT --shards 16 --record-bytes 1024 \\
-        [--page-records 10000] [--records-per-shard 0] [--stream bench]
+        [--page-records 10000] [--records-per-shard 0] [--stream bench] [--delay-ms 0]
 
 One stream of ``--shards`` open shards, each an endless (``--records-per-shard 0``) or
 bounded sequence of records of ``--record-bytes`` random bytes, served in JSON
@@ -20,6 +20,13 @@ page's first record, or asks for fewer records than a page, is built record by r
 only a restart from a checkpoint does that. Sequence numbers increase along the shard;
 ``ApproximateArrivalTimestamp`` is the time the page is served; ``MillisBehindLatest`` is
 ``--behind-ms`` until a bounded shard's last page, then 0.
+
+Idle shards: a bounded shard (``--records-per-shard N``) read to its end stays open and
+idle, as a caught-up Kinesis shard is: every GetRecords there answers an empty page,
+``MillisBehindLatest`` 0 and the same iterator again (LATEST on a bounded shard starts
+there). ``--delay-ms`` holds every answer that long (an ``asyncio.sleep``: concurrent
+requests wait side by side, as against a remote service), to plan against a real API's
+latency without the cost of a real one.
 
 Iterators are ``shardId:page:slot`` (the next record to read). It prints its own CPU
 seconds and the requests it served when it is stopped (SIGTERM or SIGINT).
@@ -221,8 +228,9 @@ class FastKinesis:
 class App:
     """The ASGI application: ``X-Amz-Target: Kinesis_20131202.<Operation>``, JSON body."""
 
-    def __init__(self, kinesis: FastKinesis):
+    def __init__(self, kinesis: FastKinesis, delay_s: float = 0.0):
         self.kinesis = kinesis
+        self.delay_s = delay_s
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -249,13 +257,15 @@ class App:
                 print(f"fast_kinesis: {operation} is not served", file=sys.stderr, flush=True)
         except ValueError as exc:
             status, body = 400, orjson.dumps({"__type": "SerializationException", "message": str(exc)})
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
         headers = [*JSON_TYPE, (b"content-length", str(len(body)).encode()),
                    (b"x-amzn-requestid", b"fast-%d" % self.kinesis.requests)]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
 
-def serve(host: str, port: int, kinesis: FastKinesis) -> None:
+def serve(host: str, port: int, kinesis: FastKinesis, delay_s: float = 0.0) -> None:
     """HTTP/1.1 and h2c on one port until SIGTERM or SIGINT; then the CPU it used, on stdout."""
     from hypercorn.asyncio import serve as hypercorn_serve
     from hypercorn.config import Config as HypercornConfig
@@ -270,7 +280,7 @@ def serve(host: str, port: int, kinesis: FastKinesis) -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        await hypercorn_serve(App(kinesis), config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+        await hypercorn_serve(App(kinesis, delay_s), config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
 
     started = time.monotonic()
     asyncio.run(main())
@@ -289,10 +299,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--page-records", type=int, default=10000, help="records a full GetRecords page holds")
     p.add_argument("--records-per-shard", type=int, default=0, help="0: endless")
     p.add_argument("--behind-ms", type=int, default=60_000, help="MillisBehindLatest before a shard's end")
+    p.add_argument("--delay-ms", type=float, default=0.0, help="every answer held this long (an API's latency)")
     args = p.parse_args(argv)
     source = Source(args.stream, args.shards, args.record_bytes, args.page_records, args.records_per_shard,
                     args.behind_ms)
-    serve(args.host, args.port, FastKinesis(source))
+    serve(args.host, args.port, FastKinesis(source), args.delay_ms / 1000)
     return 0
 
 

@@ -3,13 +3,18 @@ replayed the same.
 
 The first reader of a shard's batch decides where it ends: it reads from the batch's
 position (GetRecords, or SubscribeToShard with enhanced fan-out) until the shard's tip (a
-short page or an event at MillisBehindLatest 0, or an empty page), the
-batch's share of ``maxRecordsPerTrigger``, availableNow's time, the shard's end, 128 MB or
-``maxFetchDuration``, whichever comes first, at whole Kinesis records. Before it yields a
-row it records that end in the shard's manifest for the epoch, created only if absent
-(:meth:`Storage.create_bytes`). Whoever comes after (Spark replaying the batch after a
-driver kill, a retried task, a speculative twin, or the loser of that race) reads from the
-same position to the recorded end: the same records, so the same rows.
+short page or an event at MillisBehindLatest 0, or an empty page), the batch's share of
+``maxRecordsPerTrigger``, availableNow's time, the shard's end, its share of 128 MB (a
+task's shards share it) or ``maxFetchDuration``, whichever comes first, at whole Kinesis
+records. Before it yields a row it records that end in the shard's manifest for the epoch,
+created only if absent (:meth:`Storage.create_bytes`). Whoever comes after (Spark replaying
+the batch after a driver kill, a retried task, a speculative twin, or the loser of that
+race) reads from the same position to the recorded end: the same records, so the same rows.
+
+A task reads its shards side by side (:func:`read_takes`, a thread each): a shard is read
+at most 5 times a second (Kinesis' limit, ``fetch_interval_s``), so one after another the
+shards of a task would wait out each other's pauses. Each shard's end is still recorded
+before its first row, and the rows come shard by shard in the task's order.
 
 Rows are Arrow batches: KPL aggregates de-aggregated with their sub-sequence numbers, user
 records outside the shard's hash key range dropped (``deaggregate.user_record_runs``).
@@ -22,8 +27,9 @@ import logging
 import random
 import sys
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote
 
@@ -43,7 +49,7 @@ ARROW = pa.schema([
     ("approximateArrivalTimestamp", pa.timestamp("us", tz="UTC"))])
 SCHEMA = ("partitionKey string, data binary, stream string, shardId string, sequenceNumber string, "
           "subSequenceNumber bigint, approximateArrivalTimestamp timestamp")
-MAX_BATCH_BYTES = 128 * 1024 * 1024  # one shard's part of a batch, held until its manifest is written
+MAX_BATCH_BYTES = 128 * 1024 * 1024  # a task's part of a batch, held until its manifests are written
 ROWS_PER_ARROW_BATCH = 10_000
 REPLAY_WAIT_S = 300.0  # a replay reads to a recorded end: slower than the first read only when throttled
 THROTTLED_TRIES = 12
@@ -91,6 +97,7 @@ class ReadLimits:
     fetch_duration_s: float = 10.0  # how long a shard's first read of a batch may go on
     fetch_interval_s: float = 0.2  # between a shard's GetRecords: Kinesis allows 5 a second a shard
     fetch_rate_bytes: float | None = None  # bytes a second a shard is read at most (maxFetchRate)
+    batch_bytes: int = MAX_BATCH_BYTES  # a shard's first read stops past this much record data
 
 
 @dataclass(frozen=True)
@@ -303,7 +310,7 @@ def fetch(shard: Shard, take: ShardTake, limits: ReadLimits, to: str | None = No
                 got.records.append(record)
                 got.rows += rows
                 size += len(record["Data"])
-                if size >= MAX_BATCH_BYTES:
+                if size >= limits.batch_bytes:
                     return got
             if step.ended:
                 if to is not None:
@@ -361,8 +368,9 @@ def read_manifest(storage: Storage, name: str) -> dict[str, Any] | None:
                               "is metadataPath another query's?", retriable=False) from exc
 
 
-def read_take(kinesis: Any, storage: Storage, take: ShardTake, limits: ReadLimits) -> Iterator[pa.RecordBatch]:
-    """One shard's rows of a batch: decided and recorded by the first reader, replayed after."""
+def take_records(kinesis: Any, storage: Storage, take: ShardTake, limits: ReadLimits) -> list[dict[str, Any]]:
+    """One shard's records of a batch: decided and recorded by the first reader, read again
+    to the recorded end after."""
     shard = Shard(kinesis, take.stream, take.shard_id)
     manifest = read_manifest(storage, take.manifest)
     if manifest is None:
@@ -370,13 +378,41 @@ def read_take(kinesis: Any, storage: Storage, take: ShardTake, limits: ReadLimit
         if storage.create_bytes(take.manifest, manifest_body(take, got)):
             log.debug("%s/%s batch %d: %d records, %d rows, ended %s", take.stream, take.shard_id, take.epoch,
                       len(got.records), got.rows, got.ended)
-            yield from rows(take, got.records)
-            return
+            return got.records
         manifest = read_manifest(storage, take.manifest)  # another reader recorded it first: read as it did
         assert manifest is not None
     if manifest.get("after") != dict(take.pos):
         raise DependencyError(f"manifest {storage.location(take.manifest)} is of a batch from {manifest.get('after')}, "
                               f"not {dict(take.pos)}: two queries share metadataPath (give each its own)",
                               retriable=False)
-    if manifest["end"] is not None:
-        yield from rows(take, fetch(shard, take, limits, to=manifest["end"]).records)
+    if manifest["end"] is None:
+        return []
+    return fetch(shard, take, limits, to=manifest["end"]).records
+
+
+def read_take(kinesis: Any, storage: Storage, take: ShardTake, limits: ReadLimits) -> Iterator[pa.RecordBatch]:
+    """One shard's rows of a batch: decided and recorded by the first reader, replayed after."""
+    yield from rows(take, take_records(kinesis, storage, take, limits))
+
+
+def read_takes(kinesis: Any, storage: Storage, takes: Sequence[ShardTake],
+               limits: ReadLimits) -> Iterator[pa.RecordBatch]:
+    """A task's rows: each shard's records read on a thread of its own, each shard's rows
+    yielded in ``takes``' order once its records are in (and its end recorded). A first read
+    of a shard stops at ``limits.batch_bytes / len(takes)``, so the task holds no more than
+    one shard read alone did. A shard's error is raised when its turn comes; a task closed
+    early waits for the reads under way (``maxFetchDuration`` at most)."""
+    if len(takes) < 2:
+        for take in takes:
+            yield from read_take(kinesis, storage, take, limits)
+        return
+    shared = replace(limits, batch_bytes=max(1, limits.batch_bytes // len(takes)))
+    if storage.bucket is not None:
+        storage.s3  # noqa: B018  (made here, once: boto3 is not safe making a client on several threads)
+    pool = ThreadPoolExecutor(len(takes), thread_name_prefix="kclmp-read")
+    try:
+        reads = [pool.submit(take_records, kinesis, storage, take, shared) for take in takes]
+        for take, read in zip(takes, reads):
+            yield from rows(take, read.result())
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -97,7 +97,7 @@ from kcl_mp.spark.kinesis_read import (
     manifest_dir,
     manifest_name,
     read_manifest,
-    read_take,
+    read_takes,
     rows,
 )
 from kcl_mp.spark.storage import Storage
@@ -439,8 +439,7 @@ class KinesisStreamReader(DataSourceStreamReader, AvailableNow):
         assert isinstance(partition, TaskRead)
         kinesis = self.options.connection.kinesis()
         storage = metadata_storage(self.options)
-        for take in partition.takes:
-            yield from read_take(kinesis, storage, take, self.options.read)
+        yield from read_takes(kinesis, storage, partition.takes, self.options.read)
 
     def commit(self, end: dict[str, Any]) -> None:
         self.planner.purge(end)

@@ -10,7 +10,7 @@ import boto3
 import pytest
 
 from kcl_mp.devtools.producer import produce
-from kcl_mp.spark.kinesis_read import Connection, ReadLimits, ShardTake, read_manifest, read_take
+from kcl_mp.spark.kinesis_read import Connection, ReadLimits, ShardTake, read_manifest, read_take, read_takes
 from kcl_mp.spark.kinesis_source import KinesisStreamReader, Options
 from kcl_mp.spark.storage import Storage
 
@@ -72,6 +72,26 @@ def test_availablenow_time_bound_and_an_empty_read(stream, kinesis_mock_url, tmp
     assert read_manifest(storage, none_before.manifest)["end"] is None
     at_tip = ShardTake(name, shard, FULL, {"after": everything[-1][0]}, 3)
     assert ids(read_take(client, storage, at_tip, QUICK)) == []
+
+
+def test_a_tasks_shards_read_side_by_side_come_shard_by_shard_as_each_replays(kinesis_mock_url, unique_name, tmp_path):
+    kinesis = boto3.client("kinesis", endpoint_url=kinesis_mock_url, region_name="us-east-1")
+    create_streams(kinesis, {unique_name: 3})
+    produce(kinesis, unique_name, 120, aggregated_share=0.2)
+    shards = sorted(s["ShardId"] for s in kinesis.list_shards(StreamName=unique_name)["Shards"])
+    client = Connection("us-east-1", kinesis_mock_url).kinesis()
+    storage = Storage(str(tmp_path / "meta"))
+    takes = [ShardTake(unique_name, shard, FULL, {"at": "TRIM_HORIZON"}, 1) for shard in shards]
+    batches = list(read_takes(client, storage, takes, QUICK))
+    order = [b.column("shardId")[0].as_py() for b in batches if b.num_rows]
+    assert order == sorted(order) and set(order) <= set(shards), "shard by shard, in the task's order"
+    assert ids(batches) == [row for take in takes for row in ids(read_take(client, storage, take, QUICK))], \
+        "each shard's rows are those a replay reads to its recorded end"
+    assert len(ids(batches)) == 120, "every user record, aggregates de-aggregated"
+    one_each = [ShardTake(unique_name, shard, FULL, {"at": "TRIM_HORIZON"}, 2) for shard in shards]
+    list(read_takes(client, storage, one_each, ReadLimits(fetch_interval_s=0.0, batch_bytes=3)))
+    assert [read_manifest(storage, take.manifest)["records"] for take in one_each] == [1, 1, 1], \
+        "a task's byte bound is shared by its shards: 3 bytes over 3 shards stop each after one record"
 
 
 def test_manifests_on_s3_are_created_once(moto_url, unique_name):
