@@ -280,8 +280,10 @@ class Planner:
         self.storage = metadata_storage(self.options) if self.options.metadata else None
 
     def listed(self, since: int | None) -> list[Listed]:
-        """Every stream's shards (those open at ``since`` or later, when given)."""
-        shard_filter = {"Type": "AT_TIMESTAMP", "Timestamp": datetime.fromtimestamp(since / 1000, tz=timezone.utc)} \
+        """Every stream's shards (those open at ``since`` or later, when given: ListShards'
+        FROM_TIMESTAMP filter; its AT_TIMESTAMP lists only the shards open *at* the time, never
+        the children of a split or merge made after it)."""
+        shard_filter = {"Type": "FROM_TIMESTAMP", "Timestamp": datetime.fromtimestamp(since / 1000, tz=timezone.utc)} \
             if since is not None else None
         out = []
         for stream, shards in zip(self.options.streams, self.pool.map(
