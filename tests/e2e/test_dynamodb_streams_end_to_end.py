@@ -119,6 +119,18 @@ def _lease_keys(dynamodb, app: str) -> list[str]:
     return [item["leaseKey"]["S"] for item in dynamodb.scan(TableName=app, ConsistentRead=True)["Items"]]
 
 
+def _leases(dynamodb, app: str) -> set[str]:
+    """The keys of the application's leases (not the KCL 3.x rows beside them)."""
+    return {item["leaseKey"]["S"] for item in dynamodb.scan(TableName=app, ConsistentRead=True)["Items"]
+            if "leaseCounter" in item and item.get("entityType", {"S": "LEASE"}) == {"S": "LEASE"}}
+
+
+def _told(hosts: dict) -> dict[str, str]:
+    """Lease key -> the KCL_STREAM_IDENTIFIER its processor was started with (it prints it)."""
+    return {entry["shard"]: entry["msg"].rpartition("=")[2] for daemon in hosts.values()
+            for _, entry in log_lines(daemon.output()) if entry["msg"].startswith("processor stderr: KCL_STREAM_IDENTIFIER=")}
+
+
 def _owners(dynamodb, app: str) -> set[str]:
     try:
         items = dynamodb.scan(TableName=app, ConsistentRead=True)["Items"]
@@ -308,6 +320,10 @@ def test_three_tables_streams_in_one_application_through_rollovers_and_a_host_si
         write(100)
         wait_until(lambda: {(d["key"], d["change"]) for d in changes_delivered(out)} >= set(expected), 90,
                    f"all {len(expected)} changes of the three tables delivered after host a's SIGKILL")
+        # a rolled-over table's child with no change yet gets its processor at host b's next
+        # shard sync: wait for it, so the stop does not race it
+        wait_until(lambda: len(_leases(dynamodb, app)) == 10 and set(_told(hosts)) >= _leases(dynamodb, app), 60,
+                   "a processor started on each of the ten leases")
         hosts["b"].stop_gracefully()
     finally:
         for daemon in hosts.values():
@@ -333,8 +349,7 @@ def test_three_tables_streams_in_one_application_through_rollovers_and_a_host_si
         assert split is not None and split[0].serialized in identifiers, item
         assert (item["streamName"], item["shardId"]) == ({"S": split[0].serialized}, {"S": split[1]}), item
 
-    told = {entry["shard"]: entry["msg"].rpartition("=")[2] for daemon in hosts.values()
-            for _, entry in log_lines(daemon.output()) if entry["msg"].startswith("processor stderr: KCL_STREAM_IDENTIFIER=")}
+    told = _told(hosts)
     assert set(told) == {item["leaseKey"]["S"] for item in items}, told
     assert all(key.rpartition(":")[0] == identifier for key, identifier in told.items()), told
     for pid in {d["_pid"] for d in delivered}:  # each processor read its lease's table only
