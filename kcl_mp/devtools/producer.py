@@ -5,8 +5,10 @@ exactly once. Returns what it put (shard, sequence number, sub-sequence, key, da
 Kinesis reported it, the ground truth a test compares deliveries with.
 
 Like the KPL, an aggregate holds only user records whose partition keys hash into the
-shard the aggregate goes to: a KCL (Java's, and any that filters by hash range) drops
-user records of an aggregate that fall outside its shard's range.
+shard the aggregate goes to: a KCL (Java's, and kcl-mp) drops user records of an aggregate
+that fall outside its shard's range. When a stale shard map (around a reshard) put some
+there anyway, they are put again alone, as the KPL's retrier does, and the aggregated
+copy's ``Put`` says ``dropped``.
 
 ``misplaced_share``: the KPL with a stale shard map. That share of the aggregates holds a user
 record of another shard besides those of the shard it goes to, and (as the KPL's retrier,
@@ -69,7 +71,10 @@ def produce(
     puts: list[Put] = []
     pending: list[tuple[dict[str, Any], list[tuple[int, str, str]]]] = []
     ranges = _open_ranges(kinesis, stream_name) if aggregated_share > 0 else []
-    resend = _Resender(kinesis, stream_name) if misplaced_share > 0 else None
+    # as the KPL's retrier: any aggregate that landed on a shard not owning some of its user
+    # records (a stale shard map around a reshard) has those put again alone; a reader that
+    # drops them from the aggregate (the Java KCL, kcl-mp) then delivers each id once
+    resend = _Resender(kinesis, stream_name) if aggregated_share > 0 else None
     for entry in _entries(rng, count, first_id, aggregated_share, per_aggregate, keys, ranges, misplaced_share):
         pending.append(entry)
         if len(pending) == PUT_RECORDS_MAX:
