@@ -27,7 +27,7 @@ import logging
 import random
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -211,7 +211,7 @@ class Step:
     caught_up: bool
 
 
-def polled(shard: Shard, pos: Mapping[str, Any], limits: ReadLimits, got: Fetched) -> Iterator[Step]:
+def polled(shard: Shard, pos: Mapping[str, Any], limits: ReadLimits, got: Fetched) -> Generator[Step, None, None]:
     """GetRecords from ``pos`` (5 a second a shard at most, or slower for ``maxFetchRate``); an
     expired iterator is renewed after the last record ``got`` holds."""
     iterator = shard.iterator(pos)
@@ -249,7 +249,7 @@ def starting_position(pos: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def subscribed(shard: Shard, consumer_arn: str, pos: Mapping[str, Any]) -> Iterator[Step]:
+def subscribed(shard: Shard, consumer_arn: str, pos: Mapping[str, Any]) -> Generator[Step, None, None]:
     """The events of SubscribeToShard from ``pos``, subscribing again after the last
     ContinuationSequenceNumber when a subscription ends (AWS ends each after five minutes) or
     breaks. ResourceInUse (the shard's last subscription of this consumer is still open: a
@@ -327,9 +327,7 @@ def fetch(shard: Shard, take: ShardTake, limits: ReadLimits, to: str | None = No
                 return got
         return got  # a subscription's events ran out without a step to stop at (not expected)
     finally:
-        close = getattr(steps, "close", None)
-        if close is not None:
-            close()
+        steps.close()
 
 
 def rows(take: ShardTake, records: list[dict[str, Any]]) -> Iterator[pa.RecordBatch]:

@@ -63,7 +63,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -469,9 +469,7 @@ class KinesisBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, TaskRead)
         kinesis = self.options.connection.kinesis()
-        limits_ = ReadLimits(self.options.read.records_per_fetch, fetch_duration_s=3600.0,
-                             fetch_interval_s=self.options.read.fetch_interval_s,
-                             fetch_rate_bytes=self.options.read.fetch_rate_bytes)
+        limits_ = replace(self.options.read, fetch_duration_s=3600.0)  # to the time the read was planned
         for take in partition.takes:
             yield from rows(take, fetch(Shard(kinesis, take.stream, take.shard_id), take, limits_).records)
 
