@@ -31,7 +31,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.java]
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.beside_timing_last  # a minute of two JVMs and kcl-mp, bounds of 90 s a phase: on the cores the timing tests leave idle
 def test_java_adapter_and_kcl_mp_hand_multi_stream_leases_over_both_ways(tmp_path):
     out = tmp_path / "multi"
     run_support_module("adapter_multi_stream_java", out, timeout=220)

@@ -19,9 +19,9 @@ import pytest
 from ..support.fault_judge import judge
 from ..support.fault_run import MODES, FaultRun, schedule
 
-# Beside each other (the `paired` phase of `make test`): side by side on 2 cores the recoveries
+# Among the timing tests, two at a time (`make test`'s second phase): side by side on 2 cores the recoveries
 # measured 8.3-10.6 s against their 19 s bound, 6.7-9.9 s alone
-pytestmark = [pytest.mark.integration, pytest.mark.paired]
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 SEEDS = [int(s) for s in os.environ.get("KCLMP_FAULT_SEEDS", os.environ.get("KCLMP_FAULT_SEED", "1")).split(",")]
 

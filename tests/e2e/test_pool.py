@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from kcl_mp.config.load import load_config
 from kcl_mp.devtools.producer import produce
 from kcl_mp.embedded import ensure_stream
 from kcl_mp.leases.table import LeaseTable
@@ -175,5 +176,8 @@ def test_one_host_keeps_64_leases_renewed_on_time_and_every_shard_delivers(
     print(f"{shards} shards on {len(pools)} pool processes: every shard delivered after {delivered_s:.1f} s; the "
           f"largest gap between two counter changes {gaps[worst]:.2f} s ({worst}) in steady state, "
           f"{startup[first]:.2f} s ({first}) from the take on")
-    assert gaps[worst] < failover_ms / 2000.0, (worst, gaps[worst], changes[worst])
+    # On time: no renewal round missed (a missed one makes a gap of two intervals), as seen by a
+    # watcher that scans the table every 0.2 s on a machine whose other tests may hold both cores.
+    renew_s = load_config(props).lease.renew_interval_s
+    assert gaps[worst] < 2 * renew_s, (worst, gaps[worst], renew_s, changes[worst])
     assert startup[first] < failover_ms / 1000.0, (first, startup[first], changes[first])

@@ -372,7 +372,6 @@ def test_every_id_once_through_kills_task_failures_a_twin_and_reshards(kinesis_m
 
 @pytest.mark.skipif(not NATIVE_AVAILABLE_NOW, reason="admission control and availableNow need PySpark >= 4.2")
 @pytest.mark.timeout(900)
-@pytest.mark.beside_timing  # no wall-clock bound: two minutes of Spark on the cores the timing tests leave idle
 def test_available_now_reads_the_backlog_in_capped_batches_and_stops_at_its_start(kinesis_mock_url, unique_name,
                                                                                    tmp_path):
     began = time.monotonic()

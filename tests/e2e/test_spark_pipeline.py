@@ -52,9 +52,9 @@ from ..support.spark_support import (
     offsets,
 )
 
-# Alone (the timing phase): two hosts, kinesis-mock and a Spark job on 2 cores; beside another test,
-# Spark's Python worker missed its fixed 10 s connect-back (a CI run's failure)
-# no wall-clock bound: with the other Spark tests, one at a time, beside the rest (not with the timing tests)
+# No wall-clock bound: in `make test`'s first phase, in a Spark group (one job of the group at a time).
+# On a loaded machine Spark's Python worker can miss its fixed 10 s connect-back: the job's
+# --restarts start it again from its checkpoint, as they would on a cluster.
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 SHARDS = 3
@@ -133,7 +133,6 @@ def kill_mid_batch(job: Job, checkpoint: Path, after: int, timeout: float = 240)
     raise AssertionError(f"no batch in flight within {timeout} s:\n{job.log.read_text(errors='replace')[-3000:]}")
 
 
-@pytest.mark.beside_timing  # a Spark job of three queries, kinesis-mock, two hosts: alone, not among 4 others
 @pytest.mark.timeout(600)  # six JVM starts; a loaded 2-core box took a minute for one
 def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_url, moto_url, dynamodb, unique_name,
                                                                    tmp_path, spark):

@@ -362,16 +362,16 @@ def test_timer_restarts_for_every_message(tmp_path):
         status(recv())
         message = recv()
         for _ in range(3):
-            time.sleep(0.4)
+            time.sleep(0.5)
             send({"action": "checkpoint", "sequenceNumber": None, "subSequenceNumber": None})
             recv()
-        time.sleep(0.4)
+        time.sleep(0.5)
         status(message)
         status(recv())
-    """), checkpointer, timeout_s=0.8)
+    """), checkpointer, timeout_s=1.5)
     try:
         child.initialize(ExtendedSequenceNumber("1"))
-        child.process_records(make_batch(users(3, start=2), 0))  # 1.6 s in all, never 0.8 s silent
+        child.process_records(make_batch(users(3, start=2), 0))  # 2 s in all, never 1.5 s silent
         child.lease_lost()
     finally:
         assert child.close(2.0) == 0
