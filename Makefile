@@ -118,21 +118,28 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# `make test` in two phases: every test that asserts no wall-clock bound, PARALLEL at a time (most
-# wait on emulators, lease timeouts and Java's lock, not on a core; the Java peers' and Spark's in
-# groups, each group's one after another), then the `timing` tests, TIMING_PARALLEL at a time and
-# nothing else beside them. Nothing heavy runs beside the timing tests: nice does not hold a load
-# back on these 2-core machines (a CPU burner at nice 19 measured as fast as a plain one beside it,
-# in one session or each in its own), and Spark jobs and pip installs beside them at nice 19 once
-# stalled a 64-lease host's renewals for 7 s. JUNIT=DIR writes each phase's JUnit report there.
+# `make test` in three phases, each run whatever came of the one before: every test that asserts
+# no wall-clock bound, PARALLEL at a time (most wait on emulators, lease timeouts and Java's lock,
+# not on a core; the Java peers' and Spark's in groups, each group's one after another); then the
+# `timing` tests, TIMING_PARALLEL at a time; then the `heavy` ones (Spark jobs through kills,
+# PySpark installed), HEAVY_PARALLEL at a time. Nothing runs beside the timing tests: nice holds
+# no load back on these 2-core machines (a CPU burner at nice 19 measured as fast as a plain one
+# beside it, in one session or each in its own), and Spark jobs and pip installs beside them at
+# nice 19 once stalled a 64-lease host's renewals for 7 s. The heavy tests among the first
+# phase's others took 2-4x as long (Spark's Python workers missed their connect-back and the
+# jobs restarted), so they come last. JUNIT=DIR writes each phase's JUnit report there.
 PARALLEL ?= 4
 TIMING_PARALLEL ?= 2
+HEAVY_PARALLEL ?= 2
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
-## test: the lint, then every test (PARALLEL=4 at a time, then the timing tests TIMING_PARALLEL=2 at a time, alone)
+## test: the lint, then every test (PARALLEL=4 at a time; then the timing tests, TIMING_PARALLEL=2 at a time; then the heavy ones, HEAVY_PARALLEL=2)
 test: lint $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS) $(JAVA_PEERS)
-	$(PYTEST) -m "not timing" -n $(PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/parallel.xml) $(PYTEST_ARGS)
-	$(PYTEST) -m timing -n $(TIMING_PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/timing.xml) $(PYTEST_ARGS)
+	@failed=""; \
+	$(PYTEST) -m "not timing and not heavy" -n $(PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/parallel.xml) $(PYTEST_ARGS) || failed="$$failed first"; \
+	$(PYTEST) -m timing -n $(TIMING_PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/timing.xml) $(PYTEST_ARGS) || failed="$$failed timing"; \
+	$(PYTEST) -m heavy -n $(HEAVY_PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/heavy.xml) $(PYTEST_ARGS) || failed="$$failed heavy"; \
+	if [ -n "$$failed" ]; then echo "make test: failed in phase(s):$$failed" >&2; exit 1; fi
 
 ## test-java-versions: the Java fleet acceptance runs (the 3.x fleet, the mixed fleet) on every Java KCL core the peers carry (3.1.3 and 3.5.1), one at a time
 test-java-versions: $(STAMP) java $(JAVA_PEERS)

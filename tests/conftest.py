@@ -28,23 +28,31 @@ os.environ["JDK_JAVA_OPTIONS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # The Java peers' tests in two groups of six to seven minutes each (one group, ten minutes, was
 # the first phase's longest worker): the 3.x fleet's with the lock test, the 3.5 table migration's
 # and the adapter's multi-stream consumer's; the 2.x mixed fleet's with the DynamoDB Streams
-# adapter's fleet and the multi-stream consumer's. Spark's in two groups of eight to ten minutes
-# (one, sixteen minutes, would be the longest worker): the Kinesis source's and the landing
-# source's; the pipeline's, the table formats' on S3A and the wheel's on PySpark 4.0.5.
+# adapter's fleet and the multi-stream consumer's. Spark's in one group, but for the `heavy` ones
+# (make test's last phase, two at a time): the Kinesis source's in one, the pipeline's and the
+# wheel's on PySpark 4.0.5 in another.
 JAVA_B = frozenset({"test_mixed_fleet.py", "test_dynamodb_streams_java_adapter.py", "test_multi_stream_java.py"})
-SPARK_B = frozenset({"test_spark_pipeline.py", "test_spark_tables.py", "test_package.py"})
+HEAVY_SPARK_B = frozenset({"test_spark_pipeline.py", "test_package.py"})
+
+
+def _group(item: pytest.Item) -> str | None:
+    if item.get_closest_marker("java"):
+        return "java-b" if item.path.name in JAVA_B else "java"
+    if item.get_closest_marker("spark"):
+        return "spark-b" if item.get_closest_marker("heavy") and item.path.name in HEAVY_SPARK_B else "spark"
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the node ids
 def pytest_collection_modifyitems(items):
     """Under pytest-xdist (`make test`), the Java peers' tests run one after another in two
-    groups and Spark's in two more, so at most two Java fleets run at once (once started they
-    mostly wait on their lease timers) and two Spark jobs."""
+    groups and Spark's in one (two in the heavy phase), so at most two Java fleets run at once
+    (once started they mostly wait on their lease timers) and one Spark job (two when nothing
+    else runs)."""
     for item in items:
-        for kind, second in (("java", JAVA_B), ("spark", SPARK_B)):
-            if item.get_closest_marker(kind):
-                item.add_marker(pytest.mark.xdist_group(f"{kind}-b" if item.path.name in second else kind))
-                break
+        group = _group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,6 @@ records outside the shard's hash key range dropped (``deaggregate.user_record_ru
 
 from __future__ import annotations
 
-import binascii
 import logging
 import random
 import sys
@@ -35,11 +34,12 @@ from urllib.parse import quote
 
 import orjson
 import pyarrow as pa
+import pybase64
 
 from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
 from kcl_mp.backoff import Backoff
 from kcl_mp.errors import DependencyError, ThrottledError
-from kcl_mp.retrieval.deaggregate import MAGIC_BASE64, user_record_runs
+from kcl_mp.retrieval.deaggregate import MAGIC, MAGIC_BASE64, user_record_runs
 from kcl_mp.retrieval.stream import IteratorExpired
 from kcl_mp.spark.storage import Storage
 
@@ -195,8 +195,7 @@ class Fetched:
 
 def user_count(record: dict[str, Any], hash_range: tuple[int, int]) -> int:
     """How many rows a Kinesis record makes (a KPL aggregate: its user records in range)."""
-    data = record["Data"]
-    if isinstance(data, str) and not data.startswith(MAGIC_BASE64):
+    if not is_aggregate(record["Data"]):
         return 1
     return sum(len(run) for run in user_record_runs([record], None, sys.maxsize, hash_range))
 
@@ -331,19 +330,40 @@ def fetch(shard: Shard, take: ShardTake, limits: ReadLimits, to: str | None = No
 
 
 def rows(take: ShardTake, records: list[dict[str, Any]]) -> Iterator[pa.RecordBatch]:
-    """The records' rows as Arrow batches of the source's schema."""
-    a2b = binascii.a2b_base64
-    for run in user_record_runs(records, None, ROWS_PER_ARROW_BATCH, take.hash_range):
-        n = len(run)
-        yield pa.RecordBatch.from_arrays([
-            pa.array([u[1] for u in run], pa.string()),
-            pa.array([a2b(u[0]) for u in run], pa.binary()),
-            pa.array([take.stream] * n, pa.string()),
-            pa.array([take.shard_id] * n, pa.string()),
-            pa.array([u[2] for u in run], pa.string()),
-            pa.array([u[4] for u in run], pa.int64()),
-            pa.array([u[3] * 1000 for u in run], pa.timestamp("us", tz="UTC")),
-        ], schema=ARROW)
+    """The records' rows as Arrow batches of the source's schema. A run of records with no KPL
+    aggregate goes straight into columns (the common case: 3.5 us a 1 KB record less than
+    through ``user_record_runs``' tuples); one with an aggregate through them."""
+    for start in range(0, len(records), ROWS_PER_ARROW_BATCH):
+        run = records[start:start + ROWS_PER_ARROW_BATCH]
+        datas = [record["Data"] for record in run]
+        if any(is_aggregate(data) for data in datas):
+            for users in user_record_runs(run, None, ROWS_PER_ARROW_BATCH, take.hash_range):
+                yield _arrow(take, [u[1] for u in users], [u[0] for u in users], [u[2] for u in users],
+                             [u[4] for u in users], [u[3] for u in users])
+        else:
+            yield _arrow(take, [record["PartitionKey"] for record in run], datas,
+                         [record["SequenceNumber"] for record in run], [0] * len(run),
+                         [arrival_ms(record) for record in run])
+
+
+def is_aggregate(data: str | bytes) -> bool:
+    return data.startswith(MAGIC_BASE64) if isinstance(data, str) else data[:4] == MAGIC
+
+
+def _arrow(take: ShardTake, keys: list[str], datas: list[Any], seqs: list[str], subs: list[int],
+           arrivals_ms: list[int]) -> pa.RecordBatch:
+    """One Arrow batch; ``datas`` base64 (the wire's, checked: Kinesis sends nothing else) or bytes."""
+    n = len(keys)
+    b64 = pybase64.b64decode
+    return pa.RecordBatch.from_arrays([
+        pa.array(keys, pa.string()),
+        pa.array([b64(data, validate=True) if isinstance(data, str) else data for data in datas], pa.binary()),
+        pa.array([take.stream] * n, pa.string()),
+        pa.array([take.shard_id] * n, pa.string()),
+        pa.array(seqs, pa.string()),
+        pa.array(subs, pa.int64()),
+        pa.array([ms * 1000 for ms in arrivals_ms], pa.timestamp("us", tz="UTC")),
+    ], schema=ARROW)
 
 
 def manifest_body(take: ShardTake, got: Fetched) -> bytes:

@@ -164,6 +164,7 @@ OLDER_PYSPARK = "4.0.5"  # EMR 8's line: a cluster's PySpark, older than the tes
 PIP_CACHE = Path.home() / ".cache" / "kcl-mp" / "pip"  # PySpark is a 400 MB sdist: built once per machine, not per clone
 
 
+@pytest.mark.heavy
 @pytest.mark.spark
 def test_the_spark_extra_leaves_the_clusters_pyspark_in_place(tmp_path, kinesis_mock_url, unique_name):
     """A fresh venv with an older PySpark already installed, as on a cluster: ``pip install

@@ -133,6 +133,7 @@ def kill_mid_batch(job: Job, checkpoint: Path, after: int, timeout: float = 240)
     raise AssertionError(f"no batch in flight within {timeout} s:\n{job.log.read_text(errors='replace')[-3000:]}")
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(600)  # six JVM starts; a loaded 2-core box took a minute for one
 def test_every_record_once_through_host_and_job_kills_and_a_split(kinesis_mock_url, moto_url, dynamodb, unique_name,
                                                                    tmp_path, spark):
