@@ -29,17 +29,19 @@ os.environ["JDK_JAVA_OPTIONS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # the first phase's longest worker): the 3.x fleet's with the lock test, the 3.5 table migration's
 # and the adapter's multi-stream consumer's; the 2.x mixed fleet's with the DynamoDB Streams
 # adapter's fleet and the multi-stream consumer's. Spark's in one group, but for the `heavy` ones
-# (make test's last phase, two at a time): the Kinesis source's in one, the pipeline's and the
-# wheel's on PySpark 4.0.5 in another.
+# (make test's last phase, two at a time), in two of about six minutes each (measured two at a
+# time): the pipeline's through kills with the Kinesis source's D2; the wheel's on PySpark 4.0.5
+# with D3.
 JAVA_B = frozenset({"test_mixed_fleet.py", "test_dynamodb_streams_java_adapter.py", "test_multi_stream_java.py"})
-HEAVY_SPARK_B = frozenset({"test_spark_pipeline.py", "test_package.py"})
+HEAVY_SPARK_B = frozenset({"test_the_spark_extra_leaves_the_clusters_pyspark_in_place",
+                           "test_available_now_reads_the_backlog_in_capped_batches_and_stops_at_its_start"})
 
 
 def _group(item: pytest.Item) -> str | None:
     if item.get_closest_marker("java"):
         return "java-b" if item.path.name in JAVA_B else "java"
     if item.get_closest_marker("spark"):
-        return "spark-b" if item.get_closest_marker("heavy") and item.path.name in HEAVY_SPARK_B else "spark"
+        return "spark-b" if item.get_closest_marker("heavy") and item.originalname in HEAVY_SPARK_B else "spark"
     return None
 
 

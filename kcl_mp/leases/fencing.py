@@ -34,6 +34,8 @@ The margin, ``MARGIN_S + CLOCK_RATE * failover_s``, at most a third of failover:
 
 from __future__ import annotations
 
+from kcl_mp.leases.lease import Lease
+
 MARGIN_S = 0.5
 CLOCK_RATE = 0.01
 
@@ -73,3 +75,14 @@ class Hold:
     def fresh_for(self, now: float) -> float:
         """Seconds until the hold goes stale (0 if it is already)."""
         return max(0.0, self.limit_s - (now - self.renewed_at))
+
+
+def still_ours(sent: Lease, current: Lease | None, me: str) -> bool:
+    """A renewal of ``sent`` lost its race (the counter moved): may ``current``, as the table
+    holds it now, be renewed from, its processor going on where it is? Only if no one but us
+    wrote it meanwhile: we hold it and the counter moved by one step at most, our own renewal
+    that landed though its answer did not (a retry then finds the counter moved), or a
+    leader's write that left it ours. Two steps or more mean another host held it between
+    (took it, renewed it, handed it back): its processor must stop and the lease start again
+    from its checkpoint, as another host's processor may have gone past ours."""
+    return current is not None and current.holder == me and current.counter <= sent.counter + 1

@@ -40,6 +40,7 @@ from kcl_mp.aws.clients import ClientLimits, client
 from kcl_mp.backoff import Backoff
 from kcl_mp.config import Config, LeaseSettings
 from kcl_mp.errors import DependencyError
+from kcl_mp.leases.fencing import still_ours
 from kcl_mp.leases.lease import Lease
 from kcl_mp.leases.table import LeaseTable
 
@@ -156,8 +157,8 @@ class Renewer:
 
     def renew_one(self, key: str, lease: Lease, renewed_at: float, round_started: float) -> Outcome:
         """Renew one lease, retrying failures with backoff until ``retry_until``. A lost race
-        (the counter moved) is checked: still ours (a retried renewal had landed, or only a
-        handoff request changed the owner) means renew again from what the table holds."""
+        (the counter moved) is checked (``fencing.still_ours``): still ours, and no other host
+        held it between, means renew again from what the table holds."""
         until = retry_until(renewed_at, round_started, self.lease)
         attributes = self.extra(key)
         attempt = 0
@@ -167,8 +168,9 @@ class Renewer:
                 renewed = self.table.renew(lease, self.me, attributes)
                 if renewed is None:
                     current = self.table.get(key)
-                    if current is None or current.holder != self.me:
+                    if not still_ours(lease, current, self.me):
                         return Outcome(key, None, sent_at, self.clock())
+                    assert current is not None
                     lease = current
                     sent_at = self.clock()
                     renewed = self.table.renew(current, self.me, attributes)

@@ -1,10 +1,12 @@
-"""The decision table of kcl_mp/leases/fencing.py: may a shard's records reach its processor now?"""
+"""The decision tables of kcl_mp/leases/fencing.py: may a shard's records reach its processor now? May a
+lease whose renewal lost its race be renewed from what the table holds?"""
 
 from __future__ import annotations
 
 import pytest
 
-from kcl_mp.leases.fencing import Hold, checkpoint_wait_s, margin_s
+from kcl_mp.leases.fencing import Hold, checkpoint_wait_s, margin_s, still_ours
+from kcl_mp.leases.lease import Lease
 
 MARGINS = [
     # (comment, failoverTimeMillis in s, expected margin)
@@ -51,3 +53,25 @@ def test_fresh(comment, failover_s, renewals, now, fresh, fresh_for):
 
 def test_a_checkpoint_waits_one_failover_period_for_a_renewal():
     assert checkpoint_wait_s(10.0) == 10.0
+
+
+ME, OTHER = "host-a", "host-b"
+STILL_OURS = [
+    # (comment, counter we renewed from, the lease now: (owner, checkpointOwner, counter) or None, still ours?)
+    ("our renewal landed but its answer was lost: one step, ours", 7, (ME, None, 8), True),
+    ("a leader asks us to hand it over: we still hold it until our checkpoint", 7, (OTHER, ME, 8), True),
+    ("the counter moved two steps: another host held it between and handed it back", 7, (ME, None, 9), False),
+    ("taken, renewed and handed back while we were paused", 7, (ME, None, 12), False),
+    ("another host holds it", 7, (OTHER, None, 8), False),
+    ("handed to us, the old owner still checkpointing: not ours to process yet", 7, (ME, OTHER, 8), False),
+    ("deleted", 7, None, False),
+]
+
+
+@pytest.mark.parametrize("comment,sent,now,expected", STILL_OURS, ids=[c[0] for c in STILL_OURS])
+def test_still_ours(comment, sent, now, expected):
+    """After a renewal's lost race: renew again from the table, or count the lease lost (so
+    its processor stops and starts again from the checkpoint)."""
+    current = None if now is None else Lease("shardId-000000000001", owner=now[0], checkpoint_owner=now[1],
+                                              counter=now[2])
+    assert still_ours(Lease("shardId-000000000001", owner=ME, counter=sent), current, ME) is expected
