@@ -46,6 +46,8 @@ from enum import Enum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from kcl_mp.spark.checkpoint import clear_interrupted_start
+
 if TYPE_CHECKING:
     from pyiceberg.table import Table as IcebergTable
     from pyspark.sql import DataFrame
@@ -180,10 +182,14 @@ def write_stream(df: DataFrame, fmt: Format | str, path: str, checkpoint: str, t
     processing-time trigger and is stopped at the first trigger that finds nothing new. Read
     ``kclmp_landing`` with option ``availableNow`` = ``true`` so that is what had landed at
     the start (without it, the run ends when the landing area is caught up).
+
+    A checkpoint a kill left before its first batch was logged is cleared of the temporary
+    files Spark 4.3+ would refuse to start on (``checkpoint.clear_interrupted_start``).
     """
     from kcl_mp.spark.source import NATIVE_AVAILABLE_NOW
 
     fmt, route = Format(fmt), Route(route)
+    clear_interrupted_start(df.sparkSession, checkpoint)
     emulated = trigger.available_now and not NATIVE_AVAILABLE_NOW
     spark_trigger = Trigger(processing_time="0 seconds") if emulated else trigger
     writer = df.writeStream.option("checkpointLocation", checkpoint).trigger(**spark_trigger.spark_kwargs())

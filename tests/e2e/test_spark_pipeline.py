@@ -341,3 +341,23 @@ def test_the_sink_commits_to_an_s3_prefix_then_checkpoints(moto_url, kinesis, dy
     got = df.selectExpr("stream", "get_json_object(cast(data as string), '$.id') as id").collect()
     assert {r.stream for r in got} == {stream}
     assert sorted(int(r.id) for r in got) == sorted(put.id for put in puts)
+
+
+def test_a_kill_before_the_first_batch_was_logged_does_not_stop_the_query_for_good(tmp_path, spark):
+    """A kill while Spark renamed the first offset-log entry into place left its temporary file
+    (CI's pipeline run through kills: the job then failed 13 starts in a row, PySpark 4.3's
+    STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY); write_stream clears it and the query runs."""
+    from kcl_mp.spark.tables import Trigger, write_stream
+
+    landing, out, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
+    landing.mkdir()
+    (landing / "a.json").write_text('{"id": 1}\n{"id": 2}\n')
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "offsets" / ".0.5e1f.tmp").write_text('v1\n{"batchWatermarkMs":0}\n')  # as the kill left them
+    (checkpoint / "offsets" / "..0.5e1f.tmp.crc").write_bytes(b"crc\0")
+    query = write_stream(spark.readStream.schema("id long").json(str(landing)), "parquet", str(out),
+                         str(checkpoint), Trigger(available_now=True))
+    query.awaitTermination(120)
+    assert query.exception() is None, query.exception()
+    assert sorted(row.id for row in spark.read.parquet(str(out)).collect()) == [1, 2]
+    assert not [p.name for p in (checkpoint / "offsets").iterdir() if ".tmp" in p.name]
