@@ -118,7 +118,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# `make test` in three phases, each run whatever came of the one before: every test that asserts
+# `make test` in three phases, each run whatever came of the one before (one that selects no
+# test, as `PYTEST_ARGS=tests/unit` leaves the heavy phase, passes): every test that asserts
 # no wall-clock bound, PARALLEL at a time (most wait on emulators, lease timeouts and Java's lock,
 # not on a core; the Java peers' and Spark's in groups, each group's one after another); then the
 # `timing` tests, TIMING_PARALLEL at a time; then the `heavy` ones (Spark jobs through kills,
@@ -136,9 +137,9 @@ PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 ## test: the lint, then every test (PARALLEL=4 at a time; then the timing tests, TIMING_PARALLEL=2 at a time; then the heavy ones, HEAVY_PARALLEL=2)
 test: lint $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS) $(JAVA_PEERS)
 	@failed=""; \
-	$(PYTEST) -m "not timing and not heavy" -n $(PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/parallel.xml) $(PYTEST_ARGS) || failed="$$failed first"; \
-	$(PYTEST) -m timing -n $(TIMING_PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/timing.xml) $(PYTEST_ARGS) || failed="$$failed timing"; \
-	$(PYTEST) -m heavy -n $(HEAVY_PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/heavy.xml) $(PYTEST_ARGS) || failed="$$failed heavy"; \
+	$(PYTEST) -m "not timing and not heavy" -n $(PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/parallel.xml) $(PYTEST_ARGS) || [ $$? -eq 5 ] || failed="$$failed first"; \
+	$(PYTEST) -m timing -n $(TIMING_PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/timing.xml) $(PYTEST_ARGS) || [ $$? -eq 5 ] || failed="$$failed timing"; \
+	$(PYTEST) -m heavy -n $(HEAVY_PARALLEL) --dist loadgroup $(if $(JUNIT),--junitxml=$(JUNIT)/heavy.xml) $(PYTEST_ARGS) || [ $$? -eq 5 ] || failed="$$failed heavy"; \
 	if [ -n "$$failed" ]; then echo "make test: failed in phase(s):$$failed" >&2; exit 1; fi
 
 ## test-java-versions: the Java fleet acceptance runs (the 3.x fleet, the mixed fleet) on every Java KCL core the peers carry (3.1.3 and 3.5.1), one at a time
