@@ -331,7 +331,7 @@ def fetch(shard: Shard, take: ShardTake, limits: ReadLimits, to: str | None = No
 
 def rows(take: ShardTake, records: list[dict[str, Any]]) -> Iterator[pa.RecordBatch]:
     """The records' rows as Arrow batches of the source's schema. A run of records with no KPL
-    aggregate goes straight into columns (the common case: 3.5 us a 1 KB record less than
+    aggregate goes straight into columns (the common case: 2.7 us a 1 KB record, against 5.7
     through ``user_record_runs``' tuples); one with an aggregate through them."""
     for start in range(0, len(records), ROWS_PER_ARROW_BATCH):
         run = records[start:start + ROWS_PER_ARROW_BATCH]
