@@ -53,6 +53,12 @@ def _arrival_ms(stamp: Any) -> int:
     return round(stamp.timestamp() * 1000)  # boto3's datetime
 
 
+def is_aggregate(data: str | bytes) -> bool:
+    """Whether a record's ``Data`` (the wire's base64, or bytes) starts as a KPL aggregate does
+    (``user_record_runs`` tells the two apart inline, on the daemon's hot path)."""
+    return data.startswith(MAGIC_BASE64) if isinstance(data, str) else data[:4] == MAGIC
+
+
 def _inner_records(data: bytes) -> Any | None:
     if len(data) <= len(MAGIC) + DIGEST_SIZE or not data.startswith(MAGIC):
         return None

@@ -39,7 +39,7 @@ import pybase64
 from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
 from kcl_mp.backoff import Backoff
 from kcl_mp.errors import DependencyError, ThrottledError
-from kcl_mp.retrieval.deaggregate import MAGIC, MAGIC_BASE64, user_record_runs
+from kcl_mp.retrieval.deaggregate import is_aggregate, user_record_runs
 from kcl_mp.retrieval.stream import IteratorExpired
 from kcl_mp.spark.storage import Storage
 
@@ -344,10 +344,6 @@ def rows(take: ShardTake, records: list[dict[str, Any]]) -> Iterator[pa.RecordBa
             yield _arrow(take, [record["PartitionKey"] for record in run], datas,
                          [record["SequenceNumber"] for record in run], [0] * len(run),
                          [arrival_ms(record) for record in run])
-
-
-def is_aggregate(data: str | bytes) -> bool:
-    return data.startswith(MAGIC_BASE64) if isinstance(data, str) else data[:4] == MAGIC
 
 
 def _arrow(take: ShardTake, keys: list[str], datas: list[Any], seqs: list[str], subs: list[int],
