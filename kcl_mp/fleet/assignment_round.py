@@ -29,7 +29,11 @@ to scan. Each scan:
    module's own; LEASE_COUNT_BASED, the same with every lease and worker alike (no
    throughput, no CPU: counts, spread <= 1); both only on a new leader's first round and
    then every varianceBalancingFrequency-th (Java's LeaseAssignmentManager: its
-   ``lamRunCounter``, reset on a leader switch); COST_BASED, every round, the assignment's
+   ``lamRunCounter``, reset on a leader switch), except that a new leader moves no lease for
+   balance until it has watched the leases for failoverTimeMillis (``Memory.led_since``):
+   before that it cannot tell a dead owner's leases (the old leader's, when it died) from a
+   live one's, and a handoff from a dead owner waits out a failover at its receiver where
+   an assignment a round later would not (Java hands them over at once); COST_BASED, every round, the assignment's
    steps without its rebalance, then ``cost_balance.plan_cost_moves`` over the leases as assigned (those just
    assigned, settling or pending a handoff stay; ``left`` and ``released`` bar their workers;
    maxLeasesForWorker bounds a receiver).
@@ -43,6 +47,7 @@ and s1 would both go to A.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -82,6 +87,7 @@ class Memory:
     left: Mapping[str, tuple[int, frozenset[str]]] = field(default_factory=dict)  # lease -> (round, handed away from)
     gone: Mapping[str, float] = field(default_factory=dict)  # worker seen with every lease expired -> its lut then
     balance_count: int = 0  # Java's lamRunCounter: a round rebalances at 0; 0 again on becoming the leader
+    led_since: float = -math.inf  # when this host last became the leader (its clock): rebalance after failover
 
 
 @dataclass(frozen=True)
@@ -161,14 +167,16 @@ def plan_round(watched: Watch, leases: Mapping[str, Lease], workers: Sequence[Wo
         assignable = [WorkerLoad(w.worker_id) for w in candidates]
     settling = assignment.settling(memory.written, leases)
     barred = {k: v[1] for k, v in left.items()}
-    balance_now = watched.due and memory.balance_count == 0
+    watched_long = now - memory.led_since >= settings.failover_s  # step 4: it tells dead owners from live ones
+    balance_now = watched.due and memory.balance_count == 0 and watched_long
     plan = assignment.plan_assignment(loads, assignable, settings.assignment, rng, settling, barred, set(left),
                                       rebalance=balance_now and settings.strategy != "COST_BASED",
                                       released=released)
-    if settings.strategy == "COST_BASED" and watched.due:
+    if settings.strategy == "COST_BASED" and watched.due and watched_long:
         plan = _cost_moves(plan, watched.loads, candidates, settings, settling,
                            {k: {*barred.get(k, ()), *released.get(k, ())} for k in {*barred, *released}})
-    balance_count = (memory.balance_count + 1) % max(1, settings.balance_every) if watched.due else memory.balance_count
+    counts = watched.due and (watched_long or memory.balance_count > 0)  # a deferred first rebalance stays due
+    balance_count = (memory.balance_count + 1) % max(1, settings.balance_every) if counts else memory.balance_count
     memory = replace(memory, gone=gone, left=left, spilled=frozenset(plan.spillover), balance_count=balance_count)
     return RoundPlan(tuple(overdue), plan, memory, renewing)
 

@@ -286,8 +286,8 @@ class FleetRole:
                 self.metrics.add("leader_changes", 1)
                 self.log.info("worker %s %s the fleet's leader", self.me, "is now" if leads else "is no longer")
                 self.next_round = now
-                if leads:  # a new leader rebalances on its first round (Java resets lamRunCounter)
-                    self.memory = replace(self.memory, balance_count=0)
+                if leads:  # a new leader rebalances on its first round once it has watched the leases
+                    self.memory = replace(self.memory, balance_count=0, led_since=now)
                 became = leads
         if not r.publishes_metrics or self.reporter is None:
             return became

@@ -146,7 +146,8 @@ def judge(f: Findings) -> None:
     assert "taken_over" in phases, f"the kcl-mp hosts never held all 8 leases after {JAVA} was killed{runner}"
     rescued = {shard for host in KCLMP for shard in rescues(f.log(f"{host}.1.log"), killed, phases["taken_over"])}
     with check:
-        assert java_leases <= rescued, (java_leases, rescued)
+        assert java_leases <= rescued, (java_leases, rescued, {
+            shard: [(round(at - start, 1), owner) for at, owner, _ in f.history[shard]] for shard in java_leases - rescued})
     bound_s = settings["failover_s"] + settings["round_s"] + 10.0
     recovered = {shard: round(min((at for child in processors(f.entries).values() if child["shard"] == shard
                                    and child["host"] in KCLMP for at in child["stamps"] if at > killed), default=1e9)

@@ -45,15 +45,18 @@ def deliveries(out: Path) -> list[Delivery]:
                    for e in entries if "event" not in e), key=lambda d: d.at)
 
 
-def recovery(found: list[Delivery], host: str, at: float) -> dict[str, float | None]:
+def recovery(found: list[Delivery], host: str, at: float, resumed: float | None = None) -> dict[str, float | None]:
     """Per shard whose last delivery before ``at`` was ``host``'s, within RECENT_S: seconds from
-    ``at`` to its first delivery by a processor that did not deliver before ``at`` (None: never)."""
+    ``at`` to its first delivery by a processor that did not deliver before ``at`` (None: never).
+    ``resumed``: when a paused host went on; from then its own processors count as well (nobody
+    had taken the shard while it was stopped, and the shard flows again)."""
     last = {d.shard: d for d in found if d.at < at}  # found is in time order
     shards = {shard for shard, d in last.items() if d.host == host and d.at >= at - RECENT_S}
     old = {d.pid for d in found if d.at < at}
     out: dict[str, float | None] = {}
     for shard in sorted(shards):
-        after = [d.at for d in found if d.shard == shard and d.at >= at and d.pid not in old]
+        after = [d.at for d in found if d.shard == shard and d.at >= at
+                 and (d.pid not in old or (resumed is not None and d.at >= resumed))]
         out[shard] = round(min(after) - at, 1) if after else None
     return out
 

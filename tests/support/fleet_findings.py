@@ -349,9 +349,12 @@ def self_acquired(log: str, since: float, until: float) -> list[str]:
 
 
 def rescues(log: str, since: float, until: float) -> list[str]:
-    """The leases a kcl-mp follower rescued (``FleetRole.rescues``: nobody renewed or assigned
-    them for failover + one assignment interval while the lock it reads is a long one) in [since, until]."""
-    return [entry["lease"] for _, entry in _events(log, {LeaseEvent.RESCUED.value}, since, until)]
+    """The leases a kcl-mp follower took from a dead owner in [since, until]: rescued
+    (``FleetRole.rescues``: nobody renewed or assigned them for failover + one assignment
+    interval while the lock it reads is a long one) or forced (a dying leader had just handed
+    them to it and their old owner never let go: ``supervisor/handoffs.py``)."""
+    kinds = {LeaseEvent.RESCUED.value, LeaseEvent.FORCED.value}
+    return [entry["lease"] for _, entry in _events(log, kinds, since, until)]
 
 
 def kclmp_assigned(log: str, since: float, until: float) -> list[tuple[float, str, str | None, str]]:

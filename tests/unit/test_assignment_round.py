@@ -40,7 +40,7 @@ def memory(case: dict, observations: dict[str, Observation]) -> Memory:
     m = case.get("memory", {})
     return Memory(observations, m.get("rounds", 0), frozenset(m.get("spilled", ())), m.get("handoff_seen", {}),
                   m.get("written", {}), {k: (r, frozenset(w)) for k, (r, w) in m.get("left", {}).items()},
-                  m.get("gone", {}))
+                  m.get("gone", {}), led_since=m.get("led_since", -math.inf))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["comment"] for c in CASES])
@@ -160,3 +160,22 @@ def test_a_leader_rebalances_on_its_first_round_then_every_nth(strategy, every, 
         seen.append(bool(plan.assignment.handoffs))
         state = replace(plan.memory, left={})  # every handoff failed: nothing is barred
     assert seen == rebalancing
+
+
+@pytest.mark.parametrize("strategy", ["LEASE_COUNT_BASED", "WORKER_UTILIZATION_AWARE", "COST_BASED"])
+def test_a_new_leader_defers_its_first_rebalance_until_it_has_watched_the_leases_for_failover(strategy) -> None:
+    """Rounds 4 s apart from the moment it took the lock (failover 10 s): the first two only
+    assign; the first at or after failover is the new leader's first rebalance, whatever the strategy."""
+    settings = replace(SETTINGS, strategy=strategy, balance_every=3)
+    leases = {f"a{i}": _lease(f"a{i}", "A", 10.0, 20.0) for i in range(5)}
+    workers = [WorkerLoad("A", 50.0, cores=1.0), WorkerLoad("B", 0.0, cores=1.0)]
+    state = Memory(led_since=100.0)
+    seen = []
+    for n, at in enumerate((100.0, 104.0, 108.0, 112.0)):
+        leases = {k: replace(x, counter=n) for k, x in leases.items()}  # A renews them all the while
+        watched = watch(state, leases, at, True, settings.failover_s)
+        plan = plan_round(watched, leases, workers, {"A": at, "B": at}, at, at, settings, random.Random(1))
+        assert plan.assignment is not None
+        seen.append(bool(plan.assignment.handoffs))
+        state = replace(plan.memory, left={})
+    assert seen == [False, False, False, True]
