@@ -107,6 +107,7 @@ class Size:
     load_rate: float = 0.0  # records/s the producer reached in the load window
     delivered: int = 0
     renewal_gap_s: float = 0.0  # the largest gap that ended in the windows (or was open at the end)
+    scan_s: float = 0.0  # the longest lease scan in the windows: a gap's uncertainty (moto answers late when busy)
     startup_gap_s: float = 0.0  # the largest that ended before (the takes, and Java 3.x's assignments)
     late_leases: int = 0  # leases unchanged longer than failoverTimeMillis / 2 in the windows
     late_startup: int = 0  # ... at start-up
@@ -125,16 +126,19 @@ class LeaseWatch(threading.Thread):
         self.stop = threading.Event()
         self.seen: dict[str, tuple[str, float, bool]] = {}  # lease -> (counter, since, held)
         self.gaps: list[tuple[float, str, float]] = []  # (when it ended, lease, seconds unchanged)
+        self.scans: list[tuple[float, float]] = []  # (when a scan ended, how long it took)
 
     def run(self) -> None:
         for _ in range(10_000_000):  # bounded by stop
             if self.stop.wait(SCAN_EVERY_S):
                 return
+            began = time.time()
             try:
                 items = self._scan()
             except Exception:
                 continue  # the table may not exist yet
             now = time.time()
+            self.scans.append((now, now - began))
             for item in items:
                 if "leaseKey" not in item or "leaseCounter" not in item:
                     continue
@@ -325,6 +329,11 @@ def run_size(daemon: str, shards: int, idle_ms: int, args: argparse.Namespace, w
         wait_for(drained, args.drain_s, process, f"{name}: the last records")
         size.delivered = sum(d.records for d in deliveries(out).values())
         judge_renewals(size, watch.finish(), windows_began)
+        size.scan_s = max((took for ended, took in watch.scans if ended >= windows_began), default=0.0)
+        if size.scan_s > 1.0:
+            size.notes.append(f"a lease scan took up to {size.scan_s:.1f} s (moto answering late): each renewal gap "
+                              f"is as the table showed it, the time moto took to apply a renewal included, "
+                              f"within +-{size.scan_s:.1f} s")
         peak, theirs = meter.peak, meter.peak_processors
         size.own_processes, size.pss_mb, size.uss_mb, size.rss_mb = peak.processes, peak.pss / MB, peak.uss / MB, \
             peak.rss / MB

@@ -9,11 +9,17 @@ stops the host. The same step failing otherwise ``MAX_FAILURES`` turns in a row 
 supervisor cannot go on (a renewal that always fails lets every lease expire under running
 processors): ``failed`` names it, and the supervisor stops as gracefully as it still can,
 with ``errors.EXIT_INTERNAL``.
+
+Renewals are a step of the same loop, so a step that takes long (a scan DynamoDB answers
+slowly, a leader's round of many writes) delays the next renewal round: a step longer than
+``slow_s`` (half the renewal interval) is logged as a warning with its duration, at most
+once every SLOW_LOG_EVERY_S a step, so an operator sees which step made renewals late.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -22,16 +28,38 @@ from kcl_mp.errors import KclMpError
 from kcl_mp.metrics.catalogue import Recorder
 
 MAX_FAILURES = 5  # turns in a row one step may fail before the supervisor stops
+SLOW_LOG_EVERY_S = 60.0  # a step's "took long" warning at most this often
+WAITS = frozenset({"read"})  # steps that wait on purpose (for messages, until the next step is due)
 
 
 class Steps:
     def __init__(self, log: logging.Logger | logging.LoggerAdapter[Any], metrics: Recorder | None,
-                 counters: Counter[str]):
+                 counters: Counter[str], slow_s: float | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.log, self.metrics, self.counters = log, metrics, counters
         self.failures: dict[str, int] = {}  # step -> turns in a row it failed
+        self.slow_s, self.clock = slow_s, clock
+        self.slow_logged: dict[str, float] = {}  # step -> when its last "took long" warning was logged
 
     def run(self, name: str, action: Callable[[], object]) -> bool:
         """Run one step; False when it raised (logged and counted here)."""
+        started = self.clock()
+        try:
+            return self._run(name, action)
+        finally:
+            self._timed(name, started)
+
+    def _timed(self, name: str, started: float) -> None:
+        now = self.clock()
+        if self.slow_s is None or name in WAITS or now - started <= self.slow_s:
+            return
+        if now - self.slow_logged.get(name, -SLOW_LOG_EVERY_S) >= SLOW_LOG_EVERY_S:
+            self.slow_logged[name] = now
+            self.log.warning("loop step %s took %.1f s: the next renewal round waits for the loop (renewals are "
+                             "due every %.1f s); logged at most once a minute a step", name, now - started,
+                             2 * self.slow_s)
+
+    def _run(self, name: str, action: Callable[[], object]) -> bool:
         try:
             action()
         except Exception as exc:

@@ -57,3 +57,31 @@ def test_a_retriable_error_is_a_warning_and_never_stops_the_host(caplog):
     for _ in range(MAX_FAILURES):
         steps.run("scan", refused)
     assert steps.failed == "scan"
+
+
+def test_a_step_that_takes_long_is_logged_with_its_duration_once_a_minute(caplog):
+    """Renewals wait for the loop: a step over half the renewal interval says so (``slow_s``),
+    at most once a minute a step; the read step waits on purpose and is never reported."""
+    now = [0.0]
+    steps = Steps(logging.getLogger("kcl_mp.supervisor"), None, Counter(), slow_s=1.5, clock=lambda: now[0])
+
+    def takes(seconds: float):
+        return lambda: now.__setitem__(0, now[0] + seconds)
+
+    with caplog.at_level(logging.WARNING, "kcl_mp.supervisor"):
+        assert steps.run("scan", takes(1.0)) is True  # under 1.5 s
+        assert steps.run("read", takes(3.0)) is True  # a wait
+        assert steps.run("scan", takes(4.2)) is True
+        assert steps.run("scan", takes(5.0)) is True  # within the minute: not again
+        assert steps.run("renew", takes(2.0)) is True  # another step
+        now[0] += 60.0
+
+        def slow_then_fails() -> None:
+            now[0] += 2.5
+            int("x")
+
+        assert steps.run("scan", slow_then_fails) is False  # a minute later, failing: reported too
+    messages = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    said = "s: the next renewal round waits for the loop (renewals are due every 3.0 s); logged at most once a minute a step"
+    assert messages == [f"loop step scan took 4.2 {said}", f"loop step renew took 2.0 {said}",
+                        f"loop step scan took 2.5 {said}"]
