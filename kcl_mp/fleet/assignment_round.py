@@ -175,8 +175,8 @@ def plan_round(watched: Watch, leases: Mapping[str, Lease], workers: Sequence[Wo
     if settings.strategy == "COST_BASED" and watched.due and watched_long:
         plan = _cost_moves(plan, watched.loads, candidates, settings, settling,
                            {k: {*barred.get(k, ()), *released.get(k, ())} for k in {*barred, *released}})
-    counts = watched.due and (watched_long or memory.balance_count > 0)  # a deferred first rebalance stays due
-    balance_count = (memory.balance_count + 1) % max(1, settings.balance_every) if counts else memory.balance_count
+    advances = watched.due and (watched_long or memory.balance_count > 0)  # a deferred first rebalance stays due
+    balance_count = (memory.balance_count + 1) % max(1, settings.balance_every) if advances else memory.balance_count
     memory = replace(memory, gone=gone, left=left, spilled=frozenset(plan.spillover), balance_count=balance_count)
     return RoundPlan(tuple(overdue), plan, memory, renewing)
 

@@ -126,7 +126,7 @@ class Supervisor:
         self.stream_changes = (StreamChanges(self.config, self.leases, self.shards, self.log, self.metrics, self.clock)
                                if self.config.streams else None)  # a multi-stream application's list, looked at again
         self.counters = self.exits.counters  # events an operator should see (the metrics issue publishes them)
-        self.steps = Steps(self.log, self.metrics, self.counters, self.config.lease.renew_interval_s / 2, self.clock)
+        self.steps = Steps(self.log, self.metrics, self.counters, self.config.lease.renew_interval_s, self.clock)
         self.schedule = Schedule(self.config.lease, self.progress_every_s)
         self.due = self.schedule.due
         self.signals = SignalQueue()

@@ -12,13 +12,14 @@ with ``errors.EXIT_INTERNAL``.
 
 Renewals are a step of the same loop, so a step that takes long (a scan DynamoDB answers
 slowly, a leader's round of many writes) delays the next renewal round: a step longer than
-``slow_s`` (half the renewal interval) is logged as a warning with its duration, at most
-once every SLOW_LOG_EVERY_S a step, so an operator sees which step made renewals late.
+half the renewal interval is logged as a warning with its duration, at most once every
+SLOW_LOG_EVERY_S a step, so an operator sees which step made renewals late.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -34,11 +35,11 @@ WAITS = frozenset({"read"})  # steps that wait on purpose (for messages, until t
 
 class Steps:
     def __init__(self, log: logging.Logger | logging.LoggerAdapter[Any], metrics: Recorder | None,
-                 counters: Counter[str], slow_s: float | None = None,
+                 counters: Counter[str], renew_interval_s: float | None = None,
                  clock: Callable[[], float] = time.monotonic):
         self.log, self.metrics, self.counters = log, metrics, counters
         self.failures: dict[str, int] = {}  # step -> turns in a row it failed
-        self.slow_s, self.clock = slow_s, clock
+        self.renew_interval_s, self.clock = renew_interval_s, clock
         self.slow_logged: dict[str, float] = {}  # step -> when its last "took long" warning was logged
 
     def run(self, name: str, action: Callable[[], object]) -> bool:
@@ -51,13 +52,13 @@ class Steps:
 
     def _timed(self, name: str, started: float) -> None:
         now = self.clock()
-        if self.slow_s is None or name in WAITS or now - started <= self.slow_s:
+        if self.renew_interval_s is None or name in WAITS or now - started <= self.renew_interval_s / 2:
             return
-        if now - self.slow_logged.get(name, -SLOW_LOG_EVERY_S) >= SLOW_LOG_EVERY_S:
+        if now - self.slow_logged.get(name, -math.inf) >= SLOW_LOG_EVERY_S:
             self.slow_logged[name] = now
             self.log.warning("loop step %s took %.1f s: the next renewal round waits for the loop (renewals are "
                              "due every %.1f s); logged at most once a minute a step", name, now - started,
-                             2 * self.slow_s)
+                             self.renew_interval_s)
 
     def _run(self, name: str, action: Callable[[], object]) -> bool:
         try:

@@ -60,10 +60,10 @@ def test_a_retriable_error_is_a_warning_and_never_stops_the_host(caplog):
 
 
 def test_a_step_that_takes_long_is_logged_with_its_duration_once_a_minute(caplog):
-    """Renewals wait for the loop: a step over half the renewal interval says so (``slow_s``),
-    at most once a minute a step; the read step waits on purpose and is never reported."""
+    """Renewals wait for the loop: a step over half the renewal interval says so, at most once
+    a minute a step; the read step waits on purpose and is never reported."""
     now = [0.0]
-    steps = Steps(logging.getLogger("kcl_mp.supervisor"), None, Counter(), slow_s=1.5, clock=lambda: now[0])
+    steps = Steps(logging.getLogger("kcl_mp.supervisor"), None, Counter(), renew_interval_s=3.0, clock=lambda: now[0])
 
     def takes(seconds: float):
         return lambda: now.__setitem__(0, now[0] + seconds)
