@@ -152,7 +152,8 @@ def judge(facts: Facts) -> Verdict:
     run = Run(facts)
     failures: list[str] = []
     details: list[str] = []
-    lost = [d for d in run.put_order if d not in {e["data"] for e in run.records}]
+    delivered = {e["data"] for e in run.records}
+    lost = [d for d in run.put_order if d not in delivered]
     if lost:
         failures.append(f"{len(lost)} of {len(run.put_order)} records never delivered, e.g. {lost[:5]}")
     non_holder = non_holder_deliveries(run)
