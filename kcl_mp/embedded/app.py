@@ -57,11 +57,12 @@ def moto_app() -> WSGIApp:
     every request made once (``request_lookups``)."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-    from kcl_mp.embedded import request_lookups, s3_listing
+    from kcl_mp.embedded import attribute_values, request_lookups, s3_listing
     from kcl_mp.embedded.dynamodb_streams import wrap
 
     request_lookups.install()
     s3_listing.install()
+    attribute_values.install()
 
     app = DynamoDBLock(DomainDispatcherApplication(create_backend_app))
     return wrap(app, app.lock)

@@ -1,0 +1,99 @@
+"""The embedded emulator's attribute values (``embedded.attribute_values``) are written as moto
+writes them: the same requests answered by moto's own serializer (in a process of its own)
+and with the fast path give the same bodies, for every attribute type, nested ones included."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+
+from kcl_mp.embedded import attribute_values
+
+BINARY = base64.b64encode(b"\x00\x01bytes\xff").decode()
+ITEM = {
+    "pk": {"S": "item-1"}, "n": {"N": "42.5"}, "empty": {"S": ""}, "b": {"B": BINARY},
+    "ss": {"SS": ["a", "b"]}, "ns": {"NS": ["1", "2.5"]}, "bs": {"BS": [BINARY, base64.b64encode(b"x").decode()]},
+    "null": {"NULL": True}, "yes": {"BOOL": True}, "no": {"BOOL": False},
+    "m": {"M": {"s": {"S": "x"}, "l": {"L": [{"N": "1"}, {"B": BINARY}, {"M": {}}]}, "none": {"NULL": True}}},
+    "l": {"L": [{"S": "y"}, {"L": []}, {"SS": ["z"]}, {"BOOL": False}]},
+    "em": {"M": {}}, "el": {"L": []},
+}
+REQUESTS = [
+    ("CreateTable", {"TableName": "t", "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+                     "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+                     "BillingMode": "PAY_PER_REQUEST"}),
+    ("PutItem", {"TableName": "t", "Item": ITEM, "ReturnValues": "NONE"}),
+    ("PutItem", {"TableName": "t", "Item": {**ITEM, "pk": {"S": "item-2"}}}),
+    ("PutItem", {"TableName": "t", "Item": {"pk": {"S": "item-2"}, "n": {"N": "1"}}, "ReturnValues": "ALL_OLD"}),
+    ("GetItem", {"TableName": "t", "Key": {"pk": {"S": "item-1"}}, "ConsistentRead": True}),
+    ("GetItem", {"TableName": "t", "Key": {"pk": {"S": "absent"}}}),
+    ("Scan", {"TableName": "t", "ConsistentRead": True, "ReturnConsumedCapacity": "TOTAL"}),
+    ("Scan", {"TableName": "t", "Limit": 1}),
+    ("Query", {"TableName": "t", "KeyConditionExpression": "pk = :k", "ExpressionAttributeValues": {":k": {"S": "item-1"}}}),
+    ("UpdateItem", {"TableName": "t", "Key": {"pk": {"S": "item-1"}}, "UpdateExpression": "SET n = :n, m.s = :s",
+                    "ExpressionAttributeValues": {":n": {"N": "7"}, ":s": {"B": BINARY}}, "ReturnValues": "ALL_NEW"}),
+    ("UpdateItem", {"TableName": "t", "Key": {"pk": {"S": "item-1"}}, "UpdateExpression": "SET n = :n",
+                    "ConditionExpression": "n = :old", "ExpressionAttributeValues": {":n": {"N": "8"}, ":old": {"N": "0"}},
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}),
+    ("BatchGetItem", {"RequestItems": {"t": {"Keys": [{"pk": {"S": "item-1"}}, {"pk": {"S": "item-2"}}]}}}),
+    ("DeleteItem", {"TableName": "t", "Key": {"pk": {"S": "item-1"}}, "ReturnValues": "ALL_OLD"}),
+]
+SCRIPT = """
+import json, sys
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from werkzeug.test import Client
+if sys.argv[1] == "fast":
+    from kcl_mp.embedded import attribute_values
+    attribute_values.install()
+client = Client(DomainDispatcherApplication(create_backend_app))
+out = []
+for operation, body in json.loads(sys.stdin.read()):
+    answer = client.post("/", data=json.dumps(body), headers={
+        "X-Amz-Target": "DynamoDB_20120810." + operation, "Content-Type": "application/x-amz-json-1.0",
+        "Host": "dynamodb.us-east-1.amazonaws.com",
+        "Authorization": "AWS4-HMAC-SHA256 Credential=test/20261127/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=x"})
+    out.append([operation, answer.status_code, answer.get_data(as_text=True)])
+print(json.dumps(out))
+"""
+
+
+def answers(mode: str) -> list[list]:
+    done = subprocess.run([sys.executable, "-c", SCRIPT, mode], input=json.dumps(REQUESTS), capture_output=True,
+                          text=True, timeout=120, env={"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                                                       "AWS_DEFAULT_REGION": "us-east-1", "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def timeless(value):
+    """An answer without its times (CreationDateTime and the like differ from run to run)."""
+    if isinstance(value, dict):
+        return {k: timeless(v) for k, v in value.items() if "DateTime" not in k}
+    return [timeless(v) for v in value] if isinstance(value, list) else value
+
+
+def test_every_attribute_type_is_written_as_moto_writes_it():
+    moto, fast = answers("moto"), answers("fast")
+    assert [a[:2] for a in moto] == [[operation, 200] for operation, _ in REQUESTS[:10]] + [
+        ["UpdateItem", 400], ["BatchGetItem", 200], ["DeleteItem", 200]], moto
+    for (operation, _, theirs), (_, _, ours) in zip(moto, fast):
+        assert timeless(json.loads(ours)) == timeless(json.loads(theirs)), operation
+    scanned = json.loads(fast[6][2])["Items"]
+    assert {item["pk"]["S"] for item in scanned} == {"item-1", "item-2"}
+    assert next(i for i in scanned if i["pk"]["S"] == "item-1")["m"]["M"]["l"]["L"][1] == {"B": BINARY}
+
+
+def test_a_value_moto_did_not_make_plain_is_left_to_moto():
+    class Opaque:
+        pass
+
+    opaque = Opaque()
+    assert attribute_values.written({"S": "x", "N": 3}, lambda b: "") == {"S": "x", "N": "3"}
+    try:
+        attribute_values.written({"M": {"k": opaque}}, lambda b: "")
+    except attribute_values._NotPlain:
+        pass
+    else:
+        raise AssertionError("a value that is not a dict must go to moto's own walk")
