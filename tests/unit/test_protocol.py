@@ -218,13 +218,13 @@ def test_large_batch_is_one_valid_line():
 def test_make_batch_throughput(capsys):
     users = _typical_users(10_000)
     best = float("inf")
-    for _ in range(5):
-        started = time.perf_counter()
+    for _ in range(5):  # on this thread's CPU clock: the phase's other tests share the cores
+        started = time.thread_time()
         make_batch(users, 0)
-        best = min(best, time.perf_counter() - started)
+        best = min(best, time.thread_time() - started)
     rate = len(users) / best
     with capsys.disabled():
-        print(f"\nmake_batch: {rate:,.0f} records/s (10,000 records of 100 bytes in {best * 1000:.2f} ms)")
+        print(f"\nmake_batch: {rate:,.0f} records per CPU s (10,000 records of 100 bytes in {best * 1000:.2f} ms)")
     assert rate > 200_000  # a generous floor: a regression to per-record json.dumps would fail it
 
 
