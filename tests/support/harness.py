@@ -209,7 +209,7 @@ _READ_DIRECTORIES = 8
 
 def recorded(directory: Path) -> list[dict]:
     """Every line every recorder child wrote, with the file's shard and pid (the same entries
-    each call: read them, do not change them)."""
+    each call: read them, do not change them; call it from one thread, as every test does)."""
     files = _READ.pop(directory, {})
     _READ[directory] = files
     while len(_READ) > _READ_DIRECTORIES:
