@@ -23,7 +23,11 @@ SPARK_JARS := .cache/spark-jars/.pinned
 # uv installs into the venv: the same resolution as pip's, 35 s against pip's 82 s for the
 # test extra here (downloads and unpacking side by side; PySpark alone is 400 MB).
 UV_VERSION := 0.13.9
-INSTALL := $(BIN)/uv pip install --quiet --python $(BIN)/python
+# Each install ends with a prune of uv's cache: this index serves PySpark's 456 MB sdist with no
+# caching headers, so uv downloads and builds it again on every install, into a new cache revision
+# of about 1.4 GB that nothing else removes (64 GB after a day of clean-clone runs here, and a full
+# disk). The prune keeps what the newest install used.
+INSTALL = $(BIN)/uv pip install --quiet --python $(BIN)/python $(1) && $(BIN)/uv cache prune --quiet
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,15 +37,15 @@ $(BIN)/uv: | $(BIN)/python
 	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
 $(STAMP): pyproject.toml | $(BIN)/uv
-	$(INSTALL) -e '.[test]'
+	$(call INSTALL,-e '.[test]')
 	touch $@
 
 $(DEMO_STAMP): pyproject.toml | $(BIN)/uv
-	$(INSTALL) -e '.[demo]'
+	$(call INSTALL,-e '.[demo]')
 	touch $@
 
 $(SPARK_STAMP): pyproject.toml | $(BIN)/uv
-	$(INSTALL) -e '.[demo,sink,spark-local]'
+	$(call INSTALL,-e '.[demo,sink,spark-local]')
 	touch $@
 
 $(KINESIS_MOCK): tests/emulators/package.json tests/emulators/package-lock.json
@@ -157,7 +161,7 @@ e2e: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS) $(JAVA_PEE
 
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP) pyproject.toml | $(BIN)/uv
-	$(INSTALL) -e '.[test,bench]'
+	$(call INSTALL,-e '.[test,bench]')
 	touch $@
 
 ## bench: kcl-mp beside the Java MultiLangDaemon (same emulator, stream, processor), then the protocol path alone
