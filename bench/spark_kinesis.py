@@ -43,9 +43,11 @@ planning    (bars: <= 1.5 s, <= 2 Kinesis calls per idle shard, 0 manifest write
             driver calls them (no Spark): ``initialOffset``, ``latestOffset`` (the backlog),
             the batch read by executors (``read`` on every partition, 64 at a time), then
             ``latestOffset`` from the batch's end: once (it reads the manifests) and
-            ``--triggers`` more times (all idle: iterators reused). Per call: seconds, the
-            planner's CPU, Kinesis calls by operation (a botocore hook), manifest reads, and
-            files created or changed under metadataPath.
+            ``--triggers`` more times, back to back as Spark calls it for an idle query (all
+            idle: iterators reused). Per call: seconds, the planner's CPU, Kinesis calls by
+            operation (a botocore hook), the shards probed, manifest reads, and files created
+            or changed under metadataPath; at the end, the longest an idle shard went between
+            two probes (what a shard that wakes waits for at most, before its batch).
 
 Every figure printed is measured in the run. Timing runs want a quiet host: the machine's
 load average is printed beside them.
@@ -468,19 +470,24 @@ def planning(args: argparse.Namespace, work: Path) -> None:
             method = getattr(storage, name)
             setattr(storage, name, lambda *a, _m=method, _n=name, **k: (reads.update([_n]), _m(*a, **k))[1])
 
+        probes: dict[str, list[float]] = {}  # shard -> when each of its probes started
+
         def timed(what: str, call: Any) -> Any:
             calls.clear()
             reads.clear()
-            before = files(meta)
+            before, probed = files(meta), dict(reader.planner.probed)
             began, cpu = time.monotonic(), time.process_time()
             out = call()
             took, cpu = time.monotonic() - began, time.process_time() - cpu
             after = files(meta)
             written = sum(1 for k, v in after.items() if before.get(k) != v)
             per_shard = sum(calls.values()) / args.shards
+            now_probed = [k for k, at in reader.planner.probed.items() if probed.get(k) != at]
+            for key in now_probed:
+                probes.setdefault(key, []).append(reader.planner.probed[key])
             print(f"  {what}: {took:.2f} s ({cpu:.2f} s of the planner's CPU); Kinesis calls "
-                  f"{dict(sorted(calls.items()))} = {per_shard:.3f} per shard; manifest reads "
-                  f"{reads['read_if_there']}, files written {written}; {load()}", flush=True)
+                  f"{dict(sorted(calls.items()))} = {per_shard:.3f} per shard; {len(now_probed)} shards probed; "
+                  f"manifest reads {reads['read_if_there']}, files written {written}; {load()}", flush=True)
             return out, took, per_shard, written
 
         first, *_ = timed("initialOffset", reader.initialOffset)
@@ -496,6 +503,8 @@ def planning(args: argparse.Namespace, work: Path) -> None:
         idle, *_ = timed("latestOffset after the batch (reads its manifests)", lambda: reader.latestOffset(end, None))
         assert idle == end, "an idle trigger moved"
         figures = []
+        probes.clear()
+        idle_from = time.monotonic()
         for n in range(args.triggers):
             again, took, per_shard, written = timed(f"latestOffset, idle trigger {n + 1}",
                                                     lambda: reader.latestOffset(end, None))
@@ -505,6 +514,10 @@ def planning(args: argparse.Namespace, work: Path) -> None:
             worst = max(f[0] for f in figures)
             print(f"  idle triggers: at most {worst:.2f} s (bar <= 1.5), {max(f[1] for f in figures):.3f} Kinesis "
                   f"calls per idle shard (bar <= 2), {max(f[2] for f in figures)} manifest writes (bar 0)")
+            gaps = [b - a for times in probes.values() for a, b in zip([idle_from, *times], times)]
+            unprobed = args.shards - len(probes)
+            print(f"  the longest an idle shard went between probes: {max(gaps, default=0):.2f} s over "
+                  f"{time.monotonic() - idle_from:.1f} s of idle triggers ({unprobed} shards never probed in them)")
     finally:
         stop(source)
     print(f"  fast_kinesis: {(log.read_text().strip().splitlines() or ['(no line)'])[-1]}")

@@ -20,6 +20,10 @@ does not change and Spark runs no batch.
 A position is ``{"after": "<seq>"}`` (a record read), ``{"at": "TRIM_HORIZON"}``,
 ``{"at": "AT_TIMESTAMP", "ts": <epoch ms>}`` or ``{"at": "AT_SEQUENCE_NUMBER", "seq": "<seq>"}``.
 
+Probing: a trigger probes the shards not known to be idle first, then the idle ones, least
+recently probed first (:func:`probe_order`); the planner stops starting probes of idle shards
+when its budget is spent, and those left over go first next time.
+
 Lineage: a shard is read only once every parent the offsets know has ended (read to its
 end), and a shard that appears while the query runs (a split's or a merge's child) is read
 from TRIM_HORIZON. Parents the offsets do not know (expired, or closed before the query's
@@ -28,12 +32,16 @@ initial position) do not hold a child back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 VERSION = 1
 TRIM_HORIZON: dict[str, Any] = {"at": "TRIM_HORIZON"}
+# An idle shard is probed again no sooner than this: Kinesis allows 5 GetRecords a second a shard,
+# shared by every consumer of the stream, and an idle query's triggers can come every 10 ms.
+IDLE_PROBE_GAP_S = 1.0
 
 
 def shard_key(stream: str, shard_id: str) -> str:
@@ -158,3 +166,16 @@ def next_offset(start: Mapping[str, Any], shards: Mapping[str, dict[str, Any]], 
     return {"v": VERSION, "epoch": int(start["epoch"]) + 1, "shards": {k: shards[k] for k in sorted(shards)},
             "active": active, "cap": cap, "until": until, "since": start.get("since"),
             "closing": sorted(set(closing) & set(active))}
+
+
+def probe_order(ready: Iterable[str], probed_at: Mapping[str, float], idle: Collection[str], now: float,
+                defer: bool) -> list[str]:
+    """The shards a trigger probes, in the order it starts them: those not known to be idle
+    (moved, or never probed) first, then the ``idle`` ones (nothing found at their last probe),
+    each group least recently probed (``probed_at``, monotonic seconds) first. With ``defer``,
+    an idle shard probed less than IDLE_PROBE_GAP_S before ``now`` waits; without it
+    (availableNow: a run ends at the first trigger that finds nothing) every shard is asked."""
+    order = sorted(ready, key=lambda key: (key in idle, probed_at.get(key, -math.inf), key))
+    if not defer:
+        return order
+    return [key for key in order if key not in idle or now - probed_at.get(key, -math.inf) >= IDLE_PROBE_GAP_S]

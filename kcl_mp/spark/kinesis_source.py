@@ -42,9 +42,16 @@ the manifests read and idle shards' iterators are cached there); ``read`` on exe
 Planning costs, per trigger: one ListShards page per 1,000 shards and stream; per shard that
 may move, one GetRecords (Limit 1) with the iterator the last probe left when the shard was
 idle (a GetShardIterator first otherwise), PROBE_THREADS at a time; reading a manifest per
-shard that moved in the last batch. An idle shard writes nothing. ``commit(end)`` deletes the
-manifests of earlier epochs of the shards that moved (Spark commits batch N when it plans
-N+1, so nothing a replay needs goes).
+shard that moved in the last batch. An idle shard writes nothing, and is probed at most once
+a second (:func:`kcl_mp.spark.kinesis_plan.probe_order`). After PROBE_BUDGET_S a trigger starts
+no more probes of idle shards (past one wave of PROBE_THREADS): with more idle shards than that
+covers (about 300 at 20 ms a call), each trigger probes the least recently probed ones and the
+rest go first next time, so planning stays bounded and a shard that wakes is found a few
+triggers later (1,000 idle shards: every 4 s at most, bench/spark_kinesis.py planning). Shards not
+known to be idle (they moved, or were never probed) are all probed every trigger, and under
+availableNow every shard is (a run ends at the first trigger that finds nothing).
+``commit(end)`` deletes the manifests of earlier epochs of the shards that moved (Spark commits
+batch N when it plans N+1, so nothing a replay needs goes).
 
 Admission control: on Spark >= 4.2 ``getDefaultReadLimit`` (``maxRecordsPerTrigger``) and
 ``latestOffset(start, limit)``, and ``Trigger.AvailableNow`` through
@@ -62,7 +69,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -82,6 +89,7 @@ from kcl_mp.spark.kinesis_plan import (
     check_offset,
     initial_offset,
     next_offset,
+    probe_order,
     resolve,
     shard_key,
     split_key,
@@ -111,6 +119,7 @@ AvailableNow: Any = limits.SupportsTriggerAvailableNow if limits is not None els
 
 NAME = "kclmp_kinesis"
 PROBE_THREADS = 64
+PROBE_BUDGET_S = 0.8  # a trigger starts no probe of an idle shard after this long (not under availableNow)
 PROBE_HOPS = 4  # empty pages a probe follows while Kinesis says records lie further on
 ITERATOR_REUSE_S = 240.0  # an idle shard's iterator from the last probe (Kinesis keeps one 5 minutes)
 FULL_RANGE = (0, 2**128 - 1)
@@ -273,6 +282,7 @@ class Planner:
     consumers: dict[str, str] = field(default_factory=dict)  # enhanced fan-out: each stream's consumer ARN
     manifests: dict[tuple[str, int], Manifest] = field(default_factory=dict)
     idle: dict[str, tuple[bytes, str, float]] = field(default_factory=dict)  # key -> (position, iterator, when)
+    probed: dict[str, float] = field(default_factory=dict)  # key -> when its last probe started (monotonic)
 
     def __post_init__(self) -> None:
         self.kinesis = self.options.connection.kinesis()
@@ -331,6 +341,7 @@ class Planner:
 
     def probe(self, key: str, pos: Mapping[str, Any]) -> Probe:
         shard = Shard(self.kinesis, *split_key(key))
+        self.probed[key] = time.monotonic()
         pos_id = orjson.dumps(pos, option=orjson.OPT_SORT_KEYS)
         cached = self.idle.pop(key, None)
         iterator = cached[1] if cached and cached[0] == pos_id and time.monotonic() - cached[2] < ITERATOR_REUSE_S \
@@ -358,9 +369,39 @@ class Planner:
     def plan(self, start: Mapping[str, Any], max_rows: int | None, until: int | None) -> dict[str, Any]:
         check_offset(start)
         shards, ready = admit(self.resolved(start), self.listed(start.get("since")))
-        probes = dict(zip(ready, self.pool.map(lambda k: self.probe(k, shards[k]["pos"]), ready)))
+        defer = until is None
+        began = time.monotonic()
+        order = probe_order(ready, self.probed, self.idle.keys(), began, defer)
+        busy = sum(1 for key in order if key not in self.idle)
+        probes = self.probe_within(order, shards, busy, began + PROBE_BUDGET_S if defer else None)
+        if len(probes) < len(order):
+            log.debug("%s: probed %d of %d idle shards in %.2f s; the other %d go first next trigger", NAME,
+                      len(probes) - busy, len(order) - busy, time.monotonic() - began, len(order) - len(probes))
         moving = [key for key, probe in probes.items() if probe.moves(until)]
         return next_offset(start, shards, moving, max_rows, until, [k for k, p in probes.items() if p.at_end])
+
+    def probe_within(self, order: list[str], shards: Mapping[str, dict[str, Any]], busy: int,
+                     deadline: float | None) -> dict[str, Probe]:
+        """Probe the shards in ``order``, PROBE_THREADS at a time: the first ``busy`` (not known
+        to be idle) all; of the idle ones after them PROBE_THREADS at least (however long the
+        busy took: none waits for ever), more while ``deadline`` has not passed."""
+        keys = enumerate(order)
+        running: dict[Future[Probe], str] = {}
+        found: dict[str, Probe] = {}
+
+        def start_next() -> None:
+            n, key = next(keys, (len(order), None))
+            if key is not None and (n < busy + PROBE_THREADS or deadline is None or time.monotonic() < deadline):
+                running[self.pool.submit(self.probe, key, shards[key]["pos"])] = key
+
+        for _ in range(PROBE_THREADS):
+            start_next()
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                found[running.pop(future)] = future.result()
+                start_next()
+        return found
 
     def partitions(self, end: Mapping[str, Any]) -> list[TaskRead]:
         check_offset(end)

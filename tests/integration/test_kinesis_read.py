@@ -5,16 +5,19 @@ create-only manifest on a directory and on S3, and what the planner costs an idl
 from __future__ import annotations
 
 import threading
+import time
 
 import boto3
 import pytest
 
 from kcl_mp.devtools.producer import produce
+from kcl_mp.spark.kinesis_plan import IDLE_PROBE_GAP_S
 from kcl_mp.spark.kinesis_read import Connection, ReadLimits, ShardTake, read_manifest, read_take, read_takes
 from kcl_mp.spark.kinesis_source import KinesisStreamReader, Options
 from kcl_mp.spark.storage import Storage
 
 from ..support.kinesis_mock import create_streams
+from ..support.source_loop import drain
 
 pytestmark = pytest.mark.integration
 FULL = (0, 2**128 - 1)
@@ -124,32 +127,71 @@ def test_an_idle_trigger_costs_at_most_two_calls_a_shard_and_writes_nothing(kine
     idle = reader.latestOffset(end, None)
     assert idle == end, "nothing new: the same offset, no batch"
     first_idle = calls.copy()
+    assert first_idle.count("GetRecords") == 4 and first_idle.count("GetShardIterator") == 4
     calls.clear()
     assert reader.latestOffset(end, None) == end
-    assert first_idle.count("GetRecords") == 4 and first_idle.count("GetShardIterator") == 4
+    assert calls == ["ListShards"], f"an idle shard is probed at most once a second: {calls}"
+    time.sleep(IDLE_PROBE_GAP_S)
+    calls.clear()
+    assert reader.latestOffset(end, None) == end
     assert calls.count("GetRecords") == 4 and calls.count("GetShardIterator") == 0, \
-        f"the second idle trigger reuses each shard's iterator: {calls}"
+        f"the next idle trigger reuses each shard's iterator: {calls}"
     assert calls.count("ListShards") == 1
     written = sorted(p.name for p in (tmp_path / "meta").rglob("*.json"))
     assert written == ["000000000001.json"] * 4, "an idle trigger writes no manifest"
 
 
-def micro_batches(reader: KinesisStreamReader, start: dict, limit: int, seen: dict, bound: int = 200) -> dict:
-    """Spark's loop, in-process: plan, read every partition, commit; until nothing moves.
-    ``seen``: id -> [(epoch, shard)] of every row read."""
+def test_idle_shards_past_the_budget_are_probed_in_turn_and_what_wakes_them_is_read_once(
+        kinesis_mock_url, unique_name, tmp_path, monkeypatch):
+    """Six idle shards, a budget spent before any idle probe, two probe threads: each trigger
+    probes the two idle shards least recently probed (one wave), and records put to every shard
+    are all read, once, within a few triggers."""
+    from kcl_mp.spark import kinesis_source
+
+    monkeypatch.setattr(kinesis_source, "PROBE_THREADS", 2)
+    monkeypatch.setattr(kinesis_source, "PROBE_BUDGET_S", 0.0)
+    kinesis = boto3.client("kinesis", endpoint_url=kinesis_mock_url, region_name="us-east-1")
+    create_streams(kinesis, {unique_name: 6})
+    reader = KinesisStreamReader(Options.parse({
+        "streamName": unique_name, "endpointUrl": kinesis_mock_url, "region": "us-east-1",
+        "initialPosition": "trim_horizon", "metadataPath": str(tmp_path / "meta")}))
+    waves: list[tuple[int, int]] = []  # per trigger: (shards probed, of them idle)
+    within = reader.planner.probe_within
+
+    def counted(order, shards, busy, deadline):
+        found = within(order, shards, busy, deadline)
+        waves.append((len(found), len(found) - busy))
+        return found
+
+    reader.planner.probe_within = counted
+    seen: dict[int, int] = {}
+
+    def note(end: dict, batch) -> None:
+        for data in batch.column("data").to_pylist():
+            key = int(data.decode().split(":")[1].strip(" }"))
+            seen[key] = seen.get(key, 0) + 1
+
+    put = [p.id for p in produce(kinesis, unique_name, 60, aggregated_share=0.0)]
+    start = drain(reader, reader.initialOffset(), note)
+    assert sorted(seen) == sorted(put)
+    waves.clear()
+    put += [p.id for p in produce(kinesis, unique_name, 60, first_id=1000, aggregated_share=0.0)]
+    drain(reader, start, note)
+    assert sorted(seen) == sorted(put) and set(seen.values()) == {1}, "every id read once"
+    assert waves[0] == (2, 2), f"the first trigger after the idle ones probes one wave of idle shards: {waves}"
+    assert all(idle <= 2 for _, idle in waves), waves
+
+
+def micro_batches(reader: KinesisStreamReader, start: dict, limit: int, seen: dict) -> dict:
+    """Spark's loop until nothing moves, reading at most ``limit`` rows a batch; ``seen``: id ->
+    [(epoch, shard)] of every row read."""
     from pyspark.sql.streaming.datasource import ReadMaxRows
 
-    for _ in range(bound):
-        end = reader.latestOffset(start, ReadMaxRows(limit))
-        if end == start:
-            return end
-        for part in reader.partitions(start, end):
-            for batch in reader.read(part):
-                for shard, data in zip(batch.column("shardId").to_pylist(), batch.column("data").to_pylist()):
-                    seen.setdefault(int(data.decode().split(":")[1].strip(" }")), []).append((end["epoch"], shard))
-        reader.commit(end)
-        start = end
-    raise AssertionError(f"still moving after {bound} batches")
+    def note(end: dict, batch) -> None:
+        for shard, data in zip(batch.column("shardId").to_pylist(), batch.column("data").to_pylist()):
+            seen.setdefault(int(data.decode().split(":")[1].strip(" }")), []).append((end["epoch"], shard))
+
+    return drain(reader, start, note, ReadMaxRows(limit))
 
 
 @pytest.mark.parametrize("mode", ["polling", "efo"])

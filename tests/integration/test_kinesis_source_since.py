@@ -16,24 +16,18 @@ from kcl_mp.devtools.producer import produce
 from kcl_mp.spark.kinesis_source import KinesisBatchReader, KinesisStreamReader, Options
 
 from ..support.kinesis_mock import create_streams, split_in_half
+from ..support.source_loop import drain
 
 pytestmark = pytest.mark.integration
 
 
-def batches(reader: KinesisStreamReader, start: dict, seen: dict[int, list[str]], bound: int = 20) -> dict:
-    """Spark's loop, in-process: plan, read every partition, commit, until nothing moves;
-    ``seen``: id -> the shards it was read from."""
-    for _ in range(bound):
-        end = reader.latestOffset(start, None)
-        if end == start:
-            return end
-        for part in reader.partitions(start, end):
-            for batch in reader.read(part):
-                for shard, data in zip(batch.column("shardId").to_pylist(), batch.column("data").to_pylist()):
-                    seen.setdefault(json.loads(data)["id"], []).append(shard)
-        reader.commit(end)
-        start = end
-    raise AssertionError(f"still moving after {bound} batches")
+def batches(reader: KinesisStreamReader, start: dict, seen: dict[int, list[str]]) -> dict:
+    """Spark's loop until nothing moves; ``seen``: id -> the shards it was read from."""
+    def note(end: dict, batch) -> None:
+        for shard, data in zip(batch.column("shardId").to_pylist(), batch.column("data").to_pylist()):
+            seen.setdefault(json.loads(data)["id"], []).append(shard)
+
+    return drain(reader, start, note)
 
 
 @pytest.mark.parametrize("initial", ["latest", "at_timestamp"])

@@ -1,5 +1,6 @@
-"""The ``kclmp_kinesis`` planning rule (``kcl_mp.spark.kinesis_plan``): its decision table
-(tests/decisions/kinesis_plan_cases.json), the initial offset and a checkpoint of another kind."""
+"""The ``kclmp_kinesis`` planning rule (``kcl_mp.spark.kinesis_plan``): its decision tables
+(tests/decisions/kinesis_plan_cases.json, probe_order_cases.json), the initial offset and a
+checkpoint of another kind."""
 
 from __future__ import annotations
 
@@ -17,11 +18,14 @@ from kcl_mp.spark.kinesis_plan import (
     empty_offset,
     initial_offset,
     next_offset,
+    probe_order,
     resolve,
     split_key,
 )
 
-CASES = json.loads((Path(__file__).parents[1] / "decisions" / "kinesis_plan_cases.json").read_text())["cases"]
+DECISIONS = Path(__file__).parents[1] / "decisions"
+CASES = json.loads((DECISIONS / "kinesis_plan_cases.json").read_text())["cases"]
+ORDER_CASES = json.loads((DECISIONS / "probe_order_cases.json").read_text())["cases"]
 FULL = (0, 2**128 - 1)
 
 
@@ -49,6 +53,11 @@ def test_plan(case):
     assert sorted(k for k, e in end["shards"].items() if e["ended"]) == expect["ended"]
     assert end["cap"] == expect.get("cap") and end["until"] == expect.get("until")
     assert end["closing"] == expect.get("closing", [])
+
+
+@pytest.mark.parametrize("case", ORDER_CASES, ids=[c["comment"][:80] for c in ORDER_CASES])
+def test_probe_order(case):
+    assert probe_order(case["ready"], case["probed_at"], set(case["idle"]), case["now"], case["defer"]) == case["expect"]
 
 
 def test_initial_offset_by_position_and_by_sequence_number():
