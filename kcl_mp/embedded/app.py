@@ -53,16 +53,19 @@ class DynamoDBLock:
 def moto_app() -> WSGIApp:
     """moto, DynamoDB calls one at a time, DynamoDB Streams as the service behaves
     (``dynamodb_streams``: moto's own is one shard that never ends) under the same lock, S3
-    listings in time of their prefix (``s3_listing``), and the lookups moto repeats for
-    every request made once (``request_lookups``)."""
+    listings in time of their prefix (``s3_listing``), the lookups moto repeats for every
+    request made once (``request_lookups``), and its JSON answers written without its walk
+    over every attribute value (``attribute_values``) or its alias lookup for every plain
+    member (``plain_members``)."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-    from kcl_mp.embedded import attribute_values, request_lookups, s3_listing
+    from kcl_mp.embedded import attribute_values, plain_members, request_lookups, s3_listing
     from kcl_mp.embedded.dynamodb_streams import wrap
 
     request_lookups.install()
     s3_listing.install()
     attribute_values.install()
+    plain_members.install()
 
     app = DynamoDBLock(DomainDispatcherApplication(create_backend_app))
     return wrap(app, app.lock)

@@ -9,7 +9,7 @@ request CPU. Here an ``AttributeValue`` (a dict, as moto's DynamoDB answers hold
 written as that walk writes it: its members in the shape's order, a missing or None member
 left out, strings and string sets through ``str``, binaries and binary sets in base64, maps
 and lists value by value. Everything else is moto's own serializer. tests/unit/
-test_attribute_values.py holds moto's own answers for every attribute type against these.
+test_moto_answers.py holds moto's own answers for every attribute type against these.
 """
 
 from __future__ import annotations

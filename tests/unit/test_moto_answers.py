@@ -1,6 +1,7 @@
-"""The embedded emulator's attribute values (``embedded.attribute_values``) are written as moto
-writes them: the same requests answered by moto's own serializer (in a process of its own)
-and with the fast path give the same bodies, for every attribute type, nested ones included."""
+"""The embedded emulator's answers are written as moto writes them: the same requests answered
+by moto's own serializer (in a process of its own) and with the fast paths
+(``embedded.attribute_values``, ``embedded.plain_members``) give the same bodies, for every
+DynamoDB attribute type, nested ones included, and the Kinesis calls kcl-mp makes."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ ITEM = {
     "l": {"L": [{"S": "y"}, {"L": []}, {"SS": ["z"]}, {"BOOL": False}]},
     "em": {"M": {}}, "el": {"L": []},
 }
-REQUESTS = [
+DYNAMODB = [
     ("CreateTable", {"TableName": "t", "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
                      "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
                      "BillingMode": "PAY_PER_REQUEST"}),
@@ -42,27 +43,50 @@ REQUESTS = [
     ("BatchGetItem", {"RequestItems": {"t": {"Keys": [{"pk": {"S": "item-1"}}, {"pk": {"S": "item-2"}}]}}}),
     ("DeleteItem", {"TableName": "t", "Key": {"pk": {"S": "item-1"}}, "ReturnValues": "ALL_OLD"}),
 ]
+KINESIS = [
+    ("CreateStream", {"StreamName": "s", "ShardCount": 2}),
+    ("PutRecord", {"StreamName": "s", "Data": BINARY, "PartitionKey": "a"}),
+    ("PutRecords", {"StreamName": "s", "Records": [
+        {"Data": BINARY, "PartitionKey": "b"}, {"Data": "", "PartitionKey": "c", "ExplicitHashKey": "1"},
+        {"Data": base64.b64encode(b"x" * 1000).decode(), "PartitionKey": "d"}]}),
+    ("DescribeStream", {"StreamName": "s"}),
+    ("DescribeStreamSummary", {"StreamName": "s"}),
+    ("ListShards", {"StreamName": "s"}),
+    ("ListStreams", {}),
+    ("GetShardIterator", {"StreamName": "s", "ShardId": "shardId-000000000000", "ShardIteratorType": "TRIM_HORIZON"}),
+    ("GetRecords", {"ShardIterator": "$iterator", "Limit": 10}),
+    ("GetShardIterator", {"StreamName": "s", "ShardId": "shardId-000000000001", "ShardIteratorType": "TRIM_HORIZON"}),
+    ("GetRecords", {"ShardIterator": "$iterator"}),
+    ("GetShardIterator", {"StreamName": "s", "ShardId": "shardId-000000000009", "ShardIteratorType": "LATEST"}),
+]
 SCRIPT = """
 import json, sys
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.test import Client
 if sys.argv[1] == "fast":
-    from kcl_mp.embedded import attribute_values
+    from kcl_mp.embedded import attribute_values, plain_members
     attribute_values.install()
+    plain_members.install()
 client = Client(DomainDispatcherApplication(create_backend_app))
-out = []
+target, content, service = {"dynamodb": ("DynamoDB_20120810.", "1.0", "dynamodb"),
+                            "kinesis": ("Kinesis_20131202.", "1.1", "kinesis")}[sys.argv[2]]
+out, iterator = [], None
 for operation, body in json.loads(sys.stdin.read()):
+    body = {k: iterator if v == "$iterator" else v for k, v in body.items()}
     answer = client.post("/", data=json.dumps(body), headers={
-        "X-Amz-Target": "DynamoDB_20120810." + operation, "Content-Type": "application/x-amz-json-1.0",
-        "Host": "dynamodb.us-east-1.amazonaws.com",
-        "Authorization": "AWS4-HMAC-SHA256 Credential=test/20261127/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=x"})
-    out.append([operation, answer.status_code, answer.get_data(as_text=True)])
+        "X-Amz-Target": target + operation, "Content-Type": "application/x-amz-json-" + content,
+        "Host": service + ".us-east-1.amazonaws.com",
+        "Authorization": "AWS4-HMAC-SHA256 Credential=test/20261127/us-east-1/" + service + "/aws4_request, "
+                         "SignedHeaders=host, Signature=x"})
+    text = answer.get_data(as_text=True)
+    iterator = json.loads(text).get("ShardIterator", iterator) if answer.status_code == 200 else iterator
+    out.append([operation, answer.status_code, text])
 print(json.dumps(out))
 """
 
 
-def answers(mode: str) -> list[list]:
-    done = subprocess.run([sys.executable, "-c", SCRIPT, mode], input=json.dumps(REQUESTS), capture_output=True,
+def answers(mode: str, service: str, requests: list) -> list[list]:
+    done = subprocess.run([sys.executable, "-c", SCRIPT, mode, service], input=json.dumps(requests), capture_output=True,
                           text=True, timeout=120, env={"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
                                                        "AWS_DEFAULT_REGION": "us-east-1", "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr[-3000:]
@@ -70,21 +94,34 @@ def answers(mode: str) -> list[list]:
 
 
 def timeless(value):
-    """An answer without its times (CreationDateTime and the like differ from run to run)."""
+    """An answer without its times (CreationDateTime, timestamps and the like differ from run to
+    run) nor its shard iterators (they hold a time)."""
     if isinstance(value, dict):
-        return {k: timeless(v) for k, v in value.items() if "DateTime" not in k}
+        return {k: timeless(v) for k, v in value.items()
+                if "DateTime" not in k and "Timestamp" not in k and "ShardIterator" not in k}
     return [timeless(v) for v in value] if isinstance(value, list) else value
 
 
 def test_every_attribute_type_is_written_as_moto_writes_it():
-    moto, fast = answers("moto"), answers("fast")
-    assert [a[:2] for a in moto] == [[operation, 200] for operation, _ in REQUESTS[:10]] + [
+    moto, fast = answers("moto", "dynamodb", DYNAMODB), answers("fast", "dynamodb", DYNAMODB)
+    assert [a[:2] for a in moto] == [[operation, 200] for operation, _ in DYNAMODB[:10]] + [
         ["UpdateItem", 400], ["BatchGetItem", 200], ["DeleteItem", 200]], moto
     for (operation, _, theirs), (_, _, ours) in zip(moto, fast):
         assert timeless(json.loads(ours)) == timeless(json.loads(theirs)), operation
     scanned = json.loads(fast[6][2])["Items"]
     assert {item["pk"]["S"] for item in scanned} == {"item-1", "item-2"}
     assert next(i for i in scanned if i["pk"]["S"] == "item-1")["m"]["M"]["l"]["L"][1] == {"B": BINARY}
+
+
+def test_kinesis_answers_are_written_as_moto_writes_them():
+    moto, fast = answers("moto", "kinesis", KINESIS), answers("fast", "kinesis", KINESIS)
+    assert [a[:2] for a in moto] == [[operation, 200] for operation, _ in KINESIS[:-1]] + [["GetShardIterator", 400]]
+    for (operation, _, theirs), (_, _, ours) in zip(moto, fast):
+        assert timeless(json.loads(ours)) == timeless(json.loads(theirs)), operation
+    records = [r for operation, _, text in fast if operation == "GetRecords" for r in json.loads(text)["Records"]]
+    assert sorted(base64.b64decode(r["Data"]) for r in records) == sorted(
+        [b"", b"x" * 1000, b"\x00\x01bytes\xff", b"\x00\x01bytes\xff"]), records
+    assert all(isinstance(r["ApproximateArrivalTimestamp"], float) for r in records)
 
 
 def test_a_value_moto_did_not_make_plain_is_left_to_moto():
