@@ -27,7 +27,8 @@ UV_VERSION := 0.13.9
 # caching headers, so uv downloads and builds it again on every install, into a new cache revision
 # of about 1.4 GB that nothing else removes (64 GB after a day of clean-clone runs here, and a full
 # disk). The prune keeps what the newest install used.
-INSTALL = $(BIN)/uv pip install --quiet --python $(BIN)/python $(1) && $(BIN)/uv cache prune --quiet
+INSTALL := $(BIN)/uv pip install --quiet --python $(BIN)/python
+PRUNE := $(BIN)/uv cache prune --quiet
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,15 +38,15 @@ $(BIN)/uv: | $(BIN)/python
 	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
 $(STAMP): pyproject.toml | $(BIN)/uv
-	$(call INSTALL,-e '.[test]')
+	$(INSTALL) -e '.[test]' && $(PRUNE)
 	touch $@
 
 $(DEMO_STAMP): pyproject.toml | $(BIN)/uv
-	$(call INSTALL,-e '.[demo]')
+	$(INSTALL) -e '.[demo]' && $(PRUNE)
 	touch $@
 
 $(SPARK_STAMP): pyproject.toml | $(BIN)/uv
-	$(call INSTALL,-e '.[demo,sink,spark-local]')
+	$(INSTALL) -e '.[demo,sink,spark-local]' && $(PRUNE)
 	touch $@
 
 $(KINESIS_MOCK): tests/emulators/package.json tests/emulators/package-lock.json
@@ -161,7 +162,7 @@ e2e: $(STAMP) $(KINESIS_MOCK) $(NODE_PROCESSOR) jq java $(SPARK_JARS) $(JAVA_PEE
 
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP) pyproject.toml | $(BIN)/uv
-	$(call INSTALL,-e '.[test,bench]')
+	$(INSTALL) -e '.[test,bench]' && $(PRUNE)
 	touch $@
 
 ## bench: kcl-mp beside the Java MultiLangDaemon (same emulator, stream, processor), then the protocol path alone
