@@ -41,12 +41,14 @@ from kcl_mp.backoff import Backoff
 from kcl_mp.errors import DependencyError, ThrottledError
 from kcl_mp.retrieval.deaggregate import is_aggregate, user_record_runs
 from kcl_mp.retrieval.stream import IteratorExpired
+from kcl_mp.spark import arrow_columns as columns
 from kcl_mp.spark.storage import Storage
 
 ARROW = pa.schema([
     ("partitionKey", pa.string()), ("data", pa.binary()), ("stream", pa.string()), ("shardId", pa.string()),
     ("sequenceNumber", pa.string()), ("subSequenceNumber", pa.int64()),
     ("approximateArrivalTimestamp", pa.timestamp("us", tz="UTC"))])
+TIMESTAMP = ARROW.field("approximateArrivalTimestamp").type
 SCHEMA = ("partitionKey string, data binary, stream string, shardId string, sequenceNumber string, "
           "subSequenceNumber bigint, approximateArrivalTimestamp timestamp")
 MAX_BATCH_BYTES = 128 * 1024 * 1024  # a task's part of a batch, held until its manifests are written
@@ -352,13 +354,13 @@ def _arrow(take: ShardTake, keys: list[str], datas: list[Any], seqs: list[str], 
     n = len(keys)
     b64 = pybase64.b64decode
     return pa.RecordBatch.from_arrays([
-        pa.array(keys, pa.string()),
-        pa.array([b64(data, validate=True) if isinstance(data, str) else data for data in datas], pa.binary()),
-        pa.array([take.stream] * n, pa.string()),
-        pa.array([take.shard_id] * n, pa.string()),
-        pa.array(seqs, pa.string()),
-        pa.array(subs, pa.int64()),
-        pa.array([ms * 1000 for ms in arrivals_ms], pa.timestamp("us", tz="UTC")),
+        columns.string(keys),
+        columns.binary([b64(data, validate=True) if isinstance(data, str) else data for data in datas]),
+        columns.repeated(take.stream, n),
+        columns.repeated(take.shard_id, n),
+        columns.string(seqs),
+        columns.int64(subs),
+        columns.int64([ms * 1000 for ms in arrivals_ms], TIMESTAMP),
     ], schema=ARROW)
 
 
