@@ -13,11 +13,12 @@ DescribeStream, DescribeStreamSummary, GetShardIterator, GetRecords; anything el
 Why it is cheap: GetRecords pages are made once. Record ``j`` of page ``p`` of every shard
 has the sequence number ``PREFIX + p (19 digits) + j (5 digits)`` (unique within a shard, as
 Kinesis promises; shards share them), so from one page to the next only ``p`` differs: a
-whole page is one precomputed byte string, shared by all shards, with placeholders for ``p``,
-the arrival time and the next iterator, filled by three ``bytes.replace`` calls (C speed, no
-per-record Python; memory: one page, 10 MB at most). A read that does not start at a
-page's first record, or asks for fewer records than a page, is built record by record:
-only a restart from a checkpoint does that. Sequence numbers increase along the shard;
+whole page is one precomputed byte string, shared by all shards, cut at its placeholders for
+``p``, the arrival time, the next iterator and ``MillisBehindLatest``, and joined again with
+them filled in (one copy of the page at C speed, no per-record Python: 3 ms a 10 MB page,
+against 14 for three ``bytes.replace``; memory: one page, 10 MB at most). A read that does
+not start at a page's first record, or asks for fewer records than a page, is built record
+by record: only a restart from a checkpoint does that. Sequence numbers increase along the shard;
 ``ApproximateArrivalTimestamp`` is the time the page is served; ``MillisBehindLatest`` is
 ``--behind-ms`` until a bounded shard's last page, then 0.
 
@@ -38,6 +39,7 @@ import argparse
 import asyncio
 import base64
 import os
+import re
 import signal
 import sys
 import time
@@ -50,11 +52,12 @@ PREFIX = "49"  # real sequence numbers start so; the rest: page, slot
 SLOT_DIGITS = 5
 PAGE_DIGITS = 19
 MAX_PAGE_RECORDS = 10 ** SLOT_DIGITS - 1
-# One control byte each: never in JSON text, and a one-byte needle is found by memchr
-# (a replace over a 10 MB page costs about a millisecond; a 19-byte needle cost 30).
+# One control byte each: never in JSON text.
 PAGE_MARK = b"\x01"
 TIME_MARK = b"\x02"
 NEXT_MARK = b"\x03"
+BEHIND_MARK = b"\x04"
+MARKS = re.compile(b"([\x01-\x04])")
 JSON_TYPE = [(b"content-type", b"application/x-amz-json-1.1")]
 ARN = "arn:aws:kinesis:us-east-1:000000000000:stream/"
 HASH_MAX = 2 ** 128 - 1
@@ -102,7 +105,8 @@ class FastKinesis:
         self.source = source
         data = base64.b64encode(seed if seed is not None else os.urandom(source.record_bytes)).decode()
         self._data = data
-        self._page = self._template()  # with PAGE_MARK, TIME_MARK and NEXT_MARK to fill in
+        pieces = MARKS.split(self._template())
+        self._literals, self._marks = pieces[0::2], pieces[1::2]
         self.requests = 0
         self.records_served = 0
 
@@ -118,8 +122,8 @@ class FastKinesis:
     def _template(self) -> bytes:
         records = b",".join(self._record(None, slot, TIME_MARK.decode())
                             for slot in range(self.source.page_records))
-        return (b'{"Records":[' + records + b'],"NextShardIterator":"' + NEXT_MARK
-                + b'","MillisBehindLatest":' + str(self.source.behind_ms).encode() + b"}")
+        return b'{"Records":[' + records + b'],"NextShardIterator":"' + NEXT_MARK + b'","MillisBehindLatest":' + \
+            BEHIND_MARK + b"}"
 
     def _last_index(self) -> int | None:
         total = self.source.records_per_shard
@@ -137,11 +141,14 @@ class FastKinesis:
         next_page, next_slot = divmod(slot + count, source.page_records)
         following = f"{shard_name(shard)}:{page + next_page}:{next_slot}".encode()
         self.records_served += count
-        if slot == 0 and count == source.page_records and (end is None or index + count < end):
-            body = self._page.replace(PAGE_MARK, b"%0*d" % (PAGE_DIGITS, page))
-            return body.replace(TIME_MARK, stamp.encode()).replace(NEXT_MARK, following, 1)
-        records = b",".join(self._record(page, s, stamp) for s in range(slot, slot + count))
         behind = 0 if end is not None and index + count >= end else source.behind_ms
+        if slot == 0 and count == source.page_records:
+            fill = {PAGE_MARK: b"%0*d" % (PAGE_DIGITS, page), TIME_MARK: stamp.encode(), NEXT_MARK: following,
+                    BEHIND_MARK: str(behind).encode()}
+            body: list[bytes] = [b""] * (2 * len(self._marks) + 1)
+            body[0::2], body[1::2] = self._literals, map(fill.__getitem__, self._marks)
+            return b"".join(body)
+        records = b",".join(self._record(page, s, stamp) for s in range(slot, slot + count))
         return (b'{"Records":[' + records + b'],"NextShardIterator":"' + following
                 + b'","MillisBehindLatest":' + str(behind).encode() + b"}")
 

@@ -50,12 +50,14 @@ def test_after_sequence_number_resumes_at_the_next_record():
     assert [r["SequenceNumber"] for r in rest][:4] == [r["SequenceNumber"] for r in first][5:9]
 
 
-def test_a_bounded_shard_ends_at_the_tip_with_no_lag():
-    k = kinesis(records_per_shard=7)
+@pytest.mark.parametrize("records, behind", [(7, [5000, 5000, 0, 0]),  # the last page built record by record
+                                             (6, [5000, 0, 0])])  # the last page full: the template, lag 0
+def test_a_bounded_shard_ends_at_the_tip_with_no_lag(records, behind):
+    k = kinesis(records_per_shard=records)
     start = k.shard_iterator({"ShardId": "shardId-000000000000", "ShardIteratorType": "TRIM_HORIZON"})["ShardIterator"]
-    records, answers = read(k, start)
-    assert len(records) == 7
-    assert [a["MillisBehindLatest"] for a in answers] == [5000, 5000, 0, 0]
+    got, answers = read(k, start)
+    assert [r["SequenceNumber"] for r in got] == [f"49{p:019d}{s:05d}" for p in range(3) for s in range(3)][:records]
+    assert [a["MillisBehindLatest"] for a in answers] == behind
     assert answers[-1]["NextShardIterator"] == answers[-2]["NextShardIterator"]  # open: the reader keeps polling
 
 
