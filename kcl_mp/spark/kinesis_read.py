@@ -5,11 +5,13 @@ The first reader of a shard's batch decides where it ends: it reads from the bat
 position (GetRecords, or SubscribeToShard with enhanced fan-out) until the shard's tip (a
 short page or an event at MillisBehindLatest 0, or an empty page), the batch's share of
 ``maxRecordsPerTrigger``, availableNow's time, the shard's end, its share of 128 MB (a
-task's shards share it) or ``maxFetchDuration``, whichever comes first, at whole Kinesis
-records. Before it yields a row it records that end in the shard's manifest for the epoch,
-created only if absent (:meth:`Storage.create_bytes`). Whoever comes after (Spark replaying
-the batch after a driver kill, a retried task, a speculative twin, or the loser of that
-race) reads from the same position to the recorded end: the same records, so the same rows.
+task's shards share it; at the end of the page that reaches it, so that the next batch
+starts where a GetRecords page does instead of reading the rest of one again) or
+``maxFetchDuration``, whichever comes first, at whole Kinesis records. Before it yields a
+row it records that end in the shard's manifest for the epoch, created only if absent
+(:meth:`Storage.create_bytes`). Whoever comes after (Spark replaying the batch after a
+driver kill, a retried task, a speculative twin, or the loser of that race) reads from the
+same position to the recorded end: the same records, so the same rows.
 
 A task reads its shards side by side (:func:`read_takes`, a thread each): a shard is read
 at most 5 times a second (Kinesis' limit, ``fetch_interval_s``), so one after another the
@@ -51,7 +53,7 @@ ARROW = pa.schema([
 TIMESTAMP = ARROW.field("approximateArrivalTimestamp").type
 SCHEMA = ("partitionKey string, data binary, stream string, shardId string, sequenceNumber string, "
           "subSequenceNumber bigint, approximateArrivalTimestamp timestamp")
-MAX_BATCH_BYTES = 128 * 1024 * 1024  # a task's part of a batch, held until its manifests are written
+MAX_BATCH_BYTES = 128 * 1024 * 1024  # a task's part of a batch (+ a page a shard), held until its manifests are written
 ROWS_PER_ARROW_BATCH = 10_000
 REPLAY_WAIT_S = 300.0  # a replay reads to a recorded end: slower than the first read only when throttled
 THROTTLED_TRIES = 12
@@ -311,8 +313,6 @@ def fetch(shard: Shard, take: ShardTake, limits: ReadLimits, to: str | None = No
                 got.records.append(record)
                 got.rows += rows
                 size += len(record["Data"])
-                if size >= limits.batch_bytes:
-                    return got
             if step.ended:
                 if to is not None:
                     raise ReplayError(f"{take.stream}/{take.shard_id}: batch {take.epoch} ended at {to}, but the "
@@ -324,7 +324,7 @@ def fetch(shard: Shard, take: ShardTake, limits: ReadLimits, to: str | None = No
                     raise ReplayError(f"{take.stream}/{take.shard_id}: batch {take.epoch} ended at {to}; reading "
                                       f"again reached {got.end or 'nothing'} and no further (past the stream's "
                                       "retention?)")
-            elif step.caught_up or time.monotonic() > deadline:
+            elif step.caught_up or size >= limits.batch_bytes or time.monotonic() > deadline:
                 return got
         return got  # a subscription's events ran out without a step to stop at (not expected)
     finally:

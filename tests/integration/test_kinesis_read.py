@@ -92,9 +92,9 @@ def test_a_tasks_shards_read_side_by_side_come_shard_by_shard_as_each_replays(ki
         "each shard's rows are those a replay reads to its recorded end"
     assert len(ids(batches)) == 120, "every user record, aggregates de-aggregated"
     one_each = [ShardTake(unique_name, shard, FULL, {"at": "TRIM_HORIZON"}, 2) for shard in shards]
-    list(read_takes(client, storage, one_each, ReadLimits(fetch_interval_s=0.0, batch_bytes=3)))
-    assert [read_manifest(storage, take.manifest)["records"] for take in one_each] == [1, 1, 1], \
-        "a task's byte bound is shared by its shards: 3 bytes over 3 shards stop each after one record"
+    list(read_takes(client, storage, one_each, ReadLimits(fetch_interval_s=0.0, batch_bytes=3, records_per_fetch=2)))
+    assert [read_manifest(storage, take.manifest)["records"] for take in one_each] == [2, 2, 2], \
+        "a task's byte bound is shared by its shards: 3 bytes over 3 shards stop each after its first page"
 
 
 def test_manifests_on_s3_are_created_once(moto_url, unique_name):
