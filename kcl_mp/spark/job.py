@@ -38,7 +38,7 @@ from kcl_mp.spark.queries import Queries, RestartPolicy
 from kcl_mp.spark.tables import Format, IcebergCatalog, S3Settings, Trigger, write_stream
 
 KINESIS = "kclmp_kinesis"  # the direct source's name (kcl_mp.spark.kinesis_source)
-SETTLE_S = 120.0  # --stream: how long a query's start waits for the others' first triggers (queries.Queries)
+SETTLE_S = 120.0  # how long a query's start waits for the others' sources to exist (queries.Queries)
 POSITIONS = ("latest", "trim_horizon", "earliest")  # the initial positions named by a word
 # the direct source's options a flag of this job sets (Spark's option names are case-insensitive)
 SET_BY_FLAGS = {"streamname": "--stream", "streamarn": "--stream", "endpointurl": "--endpoint-url",
@@ -249,9 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         return write_stream(rows, fmt, table, checkpoint, trigger,
                             query_name=f"{KINESIS if direct else NAME}_{fmt}", iceberg=catalog, s3=s3)
 
-    # availableNow: one output after another (PySpark 4.3 fails a replayed batch's task with
-    # java.io.OptionalDataException when several Python-source queries run it at once); a
-    # stream: all at once
+    # availableNow: one output after another; a stream: side by side, each started once the
+    # others' sources exist (two Python-source queries starting together can corrupt Spark's
+    # map of the source's settings: Queries.run_together)
     queries = Queries({fmt: partial(start, fmt, table) for fmt, table in args.outputs},
                       RestartPolicy(args.restarts, args.restart_pause))
     try:
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
             queries.run_one_by_one()
         else:
             queries.run_together(spark.streams.awaitAnyTermination, spark.streams.resetTerminated,
-                                 settle_s=SETTLE_S if direct else 0.0)
+                                 settle_s=SETTLE_S)
     finally:
         queries.stop()
     for query in queries.finished.values():

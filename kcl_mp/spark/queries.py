@@ -85,16 +85,16 @@ def completed_a_batch(query: Query) -> bool:
     return any(progress.get("numInputRows", 0) > 0 for progress in query.recentProgress)
 
 
-SETTLED = ("Waiting for data to arrive", "Waiting for next trigger")  # Spark's status between triggers
+INITIALIZING = ("Initializing StreamExecution", "Initializing sources")  # Spark's status until its sources exist
 
 
-def _settled(query: Query) -> bool:
-    """Whether a query finished a trigger since it started (a batch, or a trigger that found
-    nothing), or ended."""
+def _initialized(query: Query) -> bool:
+    """Whether a query's sources exist (Spark's status moved past initializing them), or it
+    ended."""
     if not query.isActive or query.recentProgress:
         return True
     status = getattr(query, "status", None) or {}
-    return status.get("message") in SETTLED and not status.get("isTriggerActive")
+    return status.get("message", INITIALIZING[0]) not in INITIALIZING
 
 
 class Queries:
@@ -124,14 +124,18 @@ class Queries:
                 self._ended(name)
 
     def run_together(self, await_any: Callable[[], Any], reset: Callable[[], None], settle_s: float = 0.0) -> None:
-        """Every output's query at once, until all ended (``await_any``/``reset``: the session's
+        """Every output's query, until all ended (``await_any``/``reset``: the session's
         ``streams.awaitAnyTermination`` and ``streams.resetTerminated``).
 
-        ``settle_s``: a query is started (and started again after a failure) only once each
-        other query has finished its first trigger since it started, or ended, or ``settle_s``
-        passed: PySpark 4.3 in local mode fails tasks with java.io.OptionalDataException when
-        two Python-source queries start their first batches at once (a restarted job's replays),
-        and again at each start when both fail and start again together."""
+        ``settle_s``: a query is started (and started again after a failure) only once every
+        other active query's sources exist, or ``settle_s`` passed. Spark 4.3 (read in its
+        classes) starts a Python streaming source by putting its settings into the data
+        source's environment map, one ``java.util.HashMap`` shared by every query of that
+        source, without a lock (``PythonStreamingSourceRunner.init``). Two queries starting
+        together can corrupt it, and then every task of the source in that JVM fails to
+        deserialize (java.io.OptionalDataException in HashMap.readObject), restarts included:
+        seen here in 2 of 5 starts of a two-query job, and in CI for the landing job's three
+        queries."""
         self.settle_s = settle_s
         for name in self.starts:
             self._settle()
@@ -150,9 +154,9 @@ class Queries:
             query.stop()
 
     def _settle(self) -> None:
-        """Wait (at most ``settle_s``) until every active query finished a trigger or ended."""
+        """Wait (at most ``settle_s``) until every active query's sources exist, or it ended."""
         deadline = time.monotonic() + self.settle_s
-        while time.monotonic() < deadline and not all(_settled(query) for query in self.active.values()):
+        while time.monotonic() < deadline and not all(_initialized(query) for query in self.active.values()):
             self.sleep(0.2)
 
     def _start(self, name: str) -> None:

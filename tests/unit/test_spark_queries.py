@@ -164,7 +164,7 @@ def test_a_start_that_cannot_import_is_given_up_at_once():
 
 
 class Starting:
-    """A running query whose first trigger ends after ``polls`` looks at its status."""
+    """A running query whose sources exist after ``polls`` looks at its status."""
 
     def __init__(self, name: str, polls: int, log: list[str]):
         self.name, self.isActive, self.recentProgress, self.polls, self.log = name, True, [], polls, log
@@ -172,7 +172,8 @@ class Starting:
     @property
     def status(self) -> dict:
         self.polls -= 1
-        message = "Waiting for next trigger" if self.polls <= 0 else "Processing new data"
+        message = "Getting offsets from kclmp_kinesis" if self.polls <= 0 else \
+            ("Initializing StreamExecution", "Initializing sources")[self.polls % 2]
         return {"message": message, "isTriggerActive": self.polls > 0, "isDataAvailable": False}
 
     def exception(self) -> None:
@@ -182,10 +183,9 @@ class Starting:
         self.isActive = False
 
 
-def test_together_with_a_settle_each_query_starts_once_the_others_finished_a_trigger():
-    """--stream: the second query starts only once the first finished its first trigger (a
-    replay, after a kill): two Python-source queries starting batches at once fail tasks with
-    OptionalDataException on PySpark 4.3 in local mode."""
+def test_together_with_a_settle_each_query_starts_once_the_others_sources_exist():
+    """The second query starts only once the first's sources exist: two Python-source queries
+    initializing at once can corrupt the map of settings Spark shares between them."""
     log: list[str] = []
     made: dict[str, Starting] = {}
 
