@@ -56,16 +56,18 @@ def moto_app() -> WSGIApp:
     listings in time of their prefix (``s3_listing``), the lookups moto repeats for every
     request made once (``request_lookups``), and its JSON answers written without its walk
     over every attribute value (``attribute_values``) or its alias lookup for every plain
-    member (``plain_members``)."""
+    member (``plain_members``), and Kinesis records found by key, not by a scan of the shard
+    (``shard_records``)."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-    from kcl_mp.embedded import attribute_values, plain_members, request_lookups, s3_listing
+    from kcl_mp.embedded import attribute_values, plain_members, request_lookups, s3_listing, shard_records
     from kcl_mp.embedded.dynamodb_streams import wrap
 
     request_lookups.install()
     s3_listing.install()
     attribute_values.install()
     plain_members.install()
+    shard_records.install()
 
     app = DynamoDBLock(DomainDispatcherApplication(create_backend_app))
     return wrap(app, app.lock)
