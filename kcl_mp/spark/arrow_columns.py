@@ -9,7 +9,7 @@ buffers, a column costs no import and no more than ``pyarrow.array`` (a 1 KB bin
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from itertools import accumulate
 
 import pyarrow as pa
@@ -17,14 +17,18 @@ import pyarrow as pa
 INT64 = pa.int64()
 
 
-def _offsets(lengths: Iterable[int]) -> pa.Buffer:
-    return pa.py_buffer(array("i", accumulate(lengths, initial=0)))
+def _offsets(values: Sequence[str] | Sequence[bytes]) -> pa.Buffer:
+    return pa.py_buffer(array("i", accumulate(map(len, values), initial=0)))
+
+
+def _variable(type: pa.DataType, values: Sequence[bytes]) -> pa.Array:
+    """``values`` (under 2 GiB in all) as a column of variable-length ``type``."""
+    return pa.Array.from_buffers(type, len(values), [None, _offsets(values), pa.py_buffer(b"".join(values))])
 
 
 def binary(values: Sequence[bytes]) -> pa.Array:
     """``values`` (under 2 GiB in all) as a pa.binary() column."""
-    return pa.Array.from_buffers(pa.binary(), len(values), [None, _offsets(map(len, values)),
-                                                            pa.py_buffer(b"".join(values))])
+    return _variable(pa.binary(), values)
 
 
 def string(values: Sequence[str]) -> pa.Array:
@@ -32,11 +36,9 @@ def string(values: Sequence[str]) -> pa.Array:
     all are ASCII (a character a byte), else each encoded."""
     joined = "".join(values)
     if joined.isascii():
-        return pa.Array.from_buffers(pa.string(), len(values), [None, _offsets(map(len, values)),
+        return pa.Array.from_buffers(pa.string(), len(values), [None, _offsets(values),
                                                                 pa.py_buffer(joined.encode("ascii"))])
-    encoded = [value.encode() for value in values]
-    return pa.Array.from_buffers(pa.string(), len(values), [None, _offsets(map(len, encoded)),
-                                                            pa.py_buffer(b"".join(encoded))])
+    return _variable(pa.string(), [value.encode() for value in values])
 
 
 def repeated(value: str, n: int) -> pa.Array:
