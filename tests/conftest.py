@@ -29,15 +29,23 @@ os.environ["JDK_JAVA_OPTIONS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # the first phase's longest worker): the 3.x fleet's with the lock test, the 3.5 table migration's
 # and the adapter's multi-stream consumer's; the 2.x mixed fleet's with the DynamoDB Streams
 # adapter's fleet and the multi-stream consumer's. Spark's in one group, but for the `heavy` ones
-# (make test's last phase, two at a time), in two of about six minutes each (measured two at a
-# time): the pipeline's through kills with the Kinesis source's D2; the wheel's on PySpark 4.0.5
-# with D3.
+# (make test's last phase, two at a time), in two of about three minutes each here (measured two
+# at a time, in s: pipeline kills 96 + D3 64; D2 74 + the wheel's on PySpark 4.0.5 96).
 JAVA_B = frozenset({"test_mixed_fleet.py", "test_dynamodb_streams_java_adapter.py", "test_multi_stream_java.py"})
 HEAVY_SPARK_B = frozenset({"test_the_spark_extra_leaves_the_clusters_pyspark_in_place",
-                           "test_available_now_reads_the_backlog_in_capped_batches_and_stops_at_its_start"})
+                           "test_every_id_once_through_kills_task_failures_a_twin_and_reshards"})
+
+
+# The timing tests that keep most of a core busy for their whole run (measured per test, with
+# their processes: each fault run 49-51 CPU s in 75-79 s, the cost-based fleet 27 in 32, the
+# 64-lease host 12 in 23): one after another on one worker, so the timing phase runs three at a
+# time (the others mostly wait on lease timers: 0.1-0.3 of a core) and never two of these at once.
+TIMING_CPU = frozenset({"test_faults.py", "test_cost_balance.py", "test_pool.py"})
 
 
 def _group(item: pytest.Item) -> str | None:
+    if item.get_closest_marker("timing") and item.path.name in TIMING_CPU:
+        return "timing-cpu"
     if item.get_closest_marker("java"):
         return "java-b" if item.path.name in JAVA_B else "java"
     if item.get_closest_marker("spark"):
@@ -50,7 +58,7 @@ def pytest_collection_modifyitems(items):
     """Under pytest-xdist (`make test`), the Java peers' tests run one after another in two
     groups and Spark's in one (two in the heavy phase), so at most two Java fleets run at once
     (once started they mostly wait on their lease timers) and one Spark job (two when nothing
-    else runs)."""
+    else runs); the timing tests that keep a core busy run one after another (``TIMING_CPU``)."""
     for item in items:
         group = _group(item)
         if group is not None:

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import boto3
@@ -23,7 +24,18 @@ RESHARD_S = "300ms"  # how long a split or merge keeps the stream UPDATING
 CREATING_AT_ONCE = 5  # Kinesis's (and kinesis-mock's) limit on streams CREATING at one time
 
 
-def start_kinesis_mock(log_path: Path, wait_s: float = 60.0) -> Emulator:
+@dataclass
+class KinesisMock(Emulator):
+    """kinesis-mock holds its streams in memory and ignores SIGTERM and SIGINT (still running 15 s
+    after either, measured): a SIGTERM's wait cost every test worker that used it 10 s at its end."""
+
+    def stop(self, wait_s: float = 10.0) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(wait_s)
+
+
+def start_kinesis_mock(log_path: Path, wait_s: float = 60.0) -> KinesisMock:
     node = shutil.which("node")
     if node is None or not MAIN_JS.exists():
         raise RuntimeError(f"kinesis-mock is not installed ({MAIN_JS} or node missing): run `make test`, "
@@ -35,7 +47,7 @@ def start_kinesis_mock(log_path: Path, wait_s: float = 60.0) -> Emulator:
     with open(log_path, "ab") as log:
         process = subprocess.Popen([node, str(MAIN_JS)], cwd=str(MAIN_JS.parent), env=env, stdin=subprocess.DEVNULL,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    emulator = Emulator(f"http://{LOOPBACK}:{port}", process, str(log_path))
+    emulator = KinesisMock(f"http://{LOOPBACK}:{port}", process, str(log_path))
     client = boto3.client("kinesis", endpoint_url=emulator.url, region_name="us-east-1",
                           config=BotoConfig(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=2))
     deadline = time.monotonic() + wait_s
