@@ -168,7 +168,7 @@ class FleetRole:
         self.tables = m.writes
         self.store = CoordinatorStateStore(self.client, m.writes, self.me, lambda: int(self.wall() * 1000), m.reads)
         self.election = LeaderElection(LockTable(self.client, m.lock, self.me, self.config.leader_lock_ms),
-                                       may_take=lambda: True if m.complete else self._lock_stays())
+                                       self.clock, may_take=lambda: True if m.complete else self._lock_stays())
         self.reporter = WorkerMetricsReporter(self.client, m.writes, self.me,
                                               report_period_s=self.settings.worker_metrics_reporter_freq_ms / 1000.0,
                                               clock=self.clock, wall=self.wall, cores=host_probe.capacity())

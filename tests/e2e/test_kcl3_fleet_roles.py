@@ -247,7 +247,7 @@ def test_followers_use_the_owner_index_and_only_the_leader_syncs_shards(tmp_path
     assert Counter(op for op, name in calls if name == app) == Counter({"Query": 1})  # nothing new: one Query
     print(f"follower scan, 60 leases: first {sum(lease_table.values())} lease-table calls, then 1 Query")
 
-    w1.renew()  # its lock heartbeat: the election times the lock on the real clock (LOCK_MS), w2's scans took some
+    w1.renew()  # its lock heartbeat (the election reads the coordinator's clock: this test's, which stands still)
     w1.scan()
     assert w1.scanned_all and w1.runs_shard_sync() and not w2.runs_shard_sync()
     key = "shardId-000000000001"
