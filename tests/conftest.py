@@ -25,13 +25,14 @@ os.environ["AWS_REGION"] = EMBEDDED_ENV["AWS_DEFAULT_REGION"]
 os.environ["JDK_JAVA_OPTIONS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-# The Java peers' tests in two groups of six to seven minutes each (one group, ten minutes, was
-# the first phase's longest worker): the 3.x fleet's with the lock test, the 3.5 table migration's
-# and the adapter's multi-stream consumer's; the 2.x mixed fleet's with the DynamoDB Streams
-# adapter's fleet and the multi-stream consumer's. Spark's in one group, but for the `heavy` ones
+# The Java peers' tests in two groups of five to six minutes each on this stop's machine (each was
+# its phase's longest worker): the 3.x fleet's (171-207 s) with the lock test and the adapter's
+# multi-stream consumer's; the 2.x mixed fleet's with the DynamoDB Streams adapter's fleet, the
+# multi-stream consumer's and the 3.5 table migration's. Spark's in one group, but for the `heavy` ones
 # (make test's last phase, two at a time), in two of about three minutes each here (measured two
 # at a time, in s: pipeline kills 96 + D3 64; D2 74 + the wheel's on PySpark 4.0.5 96).
-JAVA_B = frozenset({"test_mixed_fleet.py", "test_dynamodb_streams_java_adapter.py", "test_multi_stream_java.py"})
+JAVA_B = frozenset({"test_mixed_fleet.py", "test_dynamodb_streams_java_adapter.py", "test_multi_stream_java.py",
+                    "test_kcl3_table_migration.py"})
 HEAVY_SPARK_B = frozenset({"test_the_spark_extra_leaves_the_clusters_pyspark_in_place",
                            "test_every_id_once_through_kills_task_failures_a_twin_and_reshards"})
 
