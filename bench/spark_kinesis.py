@@ -287,8 +287,10 @@ def throughput(args: argparse.Namespace, work: Path) -> None:
 
 
 def profile(args: argparse.Namespace, work: Path) -> None:
-    from kcl_mp.spark.kinesis_read import ReadLimits, ShardTake, read_take, rows
-    from kcl_mp.spark.kinesis_source import FULL_RANGE, KinesisStreamReader, Options, TaskRead
+    from kcl_mp.spark.kinesis_options import Options
+    from kcl_mp.spark.kinesis_read import ReadLimits, ShardTake, read_take
+    from kcl_mp.spark.kinesis_rows import rows
+    from kcl_mp.spark.kinesis_source import FULL_RANGE, KinesisStreamReader, TaskRead
 
     os.environ.update(EMBEDDED_ENV)
     page = page_records(args.record_bytes, 0)
@@ -448,7 +450,8 @@ def files(root: Path) -> dict[str, int]:
 
 def planning(args: argparse.Namespace, work: Path) -> None:
     from kcl_mp.spark import kinesis_source
-    from kcl_mp.spark.kinesis_source import KinesisStreamReader, Options
+    from kcl_mp.spark.kinesis_options import Options
+    from kcl_mp.spark.kinesis_source import KinesisStreamReader
 
     os.environ.update(EMBEDDED_ENV)
     if args.probe_threads:

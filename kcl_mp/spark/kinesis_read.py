@@ -18,8 +18,7 @@ at most 5 times a second (Kinesis' limit, ``fetch_interval_s``), so one after an
 shards of a task would wait out each other's pauses. Each shard's end is still recorded
 before its first row, and the rows come shard by shard in the task's order.
 
-Rows are Arrow batches: KPL aggregates de-aggregated with their sub-sequence numbers, user
-records outside the shard's hash key range dropped (``deaggregate.user_record_runs``).
+Rows are Arrow batches (:mod:`kcl_mp.spark.kinesis_rows`).
 """
 
 from __future__ import annotations
@@ -36,25 +35,16 @@ from urllib.parse import quote
 
 import orjson
 import pyarrow as pa
-import pybase64
 
 from kcl_mp.aws.errors import AWS_ERRORS, error_code, translate
 from kcl_mp.backoff import Backoff
 from kcl_mp.errors import DependencyError, ThrottledError
 from kcl_mp.retrieval.deaggregate import is_aggregate, user_record_runs
 from kcl_mp.retrieval.stream import IteratorExpired
-from kcl_mp.spark import arrow_columns as columns
+from kcl_mp.spark.kinesis_rows import arrival_ms, rows
 from kcl_mp.spark.storage import Storage
 
-ARROW = pa.schema([
-    ("partitionKey", pa.string()), ("data", pa.binary()), ("stream", pa.string()), ("shardId", pa.string()),
-    ("sequenceNumber", pa.string()), ("subSequenceNumber", pa.int64()),
-    ("approximateArrivalTimestamp", pa.timestamp("us", tz="UTC"))])
-TIMESTAMP = ARROW.field("approximateArrivalTimestamp").type
-SCHEMA = ("partitionKey string, data binary, stream string, shardId string, sequenceNumber string, "
-          "subSequenceNumber bigint, approximateArrivalTimestamp timestamp")
 MAX_BATCH_BYTES = 128 * 1024 * 1024  # a task's part of a batch (+ a page a shard), held until its manifests are written
-ROWS_PER_ARROW_BATCH = 10_000
 REPLAY_WAIT_S = 300.0  # a replay reads to a recorded end: slower than the first read only when throttled
 THROTTLED_TRIES = 12
 BACKOFF = Backoff(base_s=0.2, cap_s=5.0)
@@ -147,13 +137,6 @@ def iterator_request(stream: str, shard_id: str, pos: Mapping[str, Any]) -> dict
     if kind == "AT_SEQUENCE_NUMBER":
         return {**request, "ShardIteratorType": kind, "StartingSequenceNumber": pos["seq"]}
     return {**request, "ShardIteratorType": kind}
-
-
-def arrival_ms(record: Mapping[str, Any]) -> int:
-    stamp = record.get("ApproximateArrivalTimestamp")
-    if stamp is None:
-        return 0
-    return round(stamp * 1000) if isinstance(stamp, (int, float)) else round(stamp.timestamp() * 1000)
 
 
 class Shard:
@@ -329,39 +312,6 @@ def fetch(shard: Shard, take: ShardTake, limits: ReadLimits, to: str | None = No
         return got  # a subscription's events ran out without a step to stop at (not expected)
     finally:
         steps.close()
-
-
-def rows(take: ShardTake, records: list[dict[str, Any]]) -> Iterator[pa.RecordBatch]:
-    """The records' rows as Arrow batches of the source's schema. A run of records with no KPL
-    aggregate goes straight into columns (the common case: 2.7 us a 1 KB record, against 5.7
-    through ``user_record_runs``' tuples); one with an aggregate through them."""
-    for start in range(0, len(records), ROWS_PER_ARROW_BATCH):
-        run = records[start:start + ROWS_PER_ARROW_BATCH]
-        datas = [record["Data"] for record in run]
-        if any(is_aggregate(data) for data in datas):
-            for users in user_record_runs(run, None, ROWS_PER_ARROW_BATCH, take.hash_range):
-                yield _arrow(take, [u[1] for u in users], [u[0] for u in users], [u[2] for u in users],
-                             [u[4] for u in users], [u[3] for u in users])
-        else:
-            yield _arrow(take, [record["PartitionKey"] for record in run], datas,
-                         [record["SequenceNumber"] for record in run], [0] * len(run),
-                         [arrival_ms(record) for record in run])
-
-
-def _arrow(take: ShardTake, keys: list[str], datas: list[Any], seqs: list[str], subs: list[int],
-           arrivals_ms: list[int]) -> pa.RecordBatch:
-    """One Arrow batch; ``datas`` base64 (the wire's, checked: Kinesis sends nothing else) or bytes."""
-    n = len(keys)
-    b64 = pybase64.b64decode
-    return pa.RecordBatch.from_arrays([
-        columns.string(keys),
-        columns.binary([b64(data, validate=True) if isinstance(data, str) else data for data in datas]),
-        columns.repeated(take.stream, n),
-        columns.repeated(take.shard_id, n),
-        columns.string(seqs),
-        columns.int64(subs),
-        columns.int64([ms * 1000 for ms in arrivals_ms], TIMESTAMP),
-    ], schema=ARROW)
 
 
 def manifest_body(take: ShardTake, got: Fetched) -> bytes:

@@ -11,9 +11,10 @@ import boto3
 import pytest
 
 from kcl_mp.devtools.producer import produce
+from kcl_mp.spark.kinesis_options import Options
 from kcl_mp.spark.kinesis_plan import IDLE_PROBE_GAP_S
 from kcl_mp.spark.kinesis_read import Connection, ReadLimits, ShardTake, read_manifest, read_take, read_takes
-from kcl_mp.spark.kinesis_source import KinesisStreamReader, Options
+from kcl_mp.spark.kinesis_source import KinesisStreamReader
 from kcl_mp.spark.storage import Storage
 
 from ..support.kinesis_mock import create_streams

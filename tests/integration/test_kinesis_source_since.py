@@ -13,7 +13,8 @@ import boto3
 import pytest
 
 from kcl_mp.devtools.producer import produce
-from kcl_mp.spark.kinesis_source import KinesisBatchReader, KinesisStreamReader, Options
+from kcl_mp.spark.kinesis_options import Options
+from kcl_mp.spark.kinesis_source import KinesisBatchReader, KinesisStreamReader
 
 from ..support.kinesis_mock import create_streams, split_in_half
 from ..support.source_loop import drain

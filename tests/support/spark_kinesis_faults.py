@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kcl_mp.spark.kinesis_source import KinesisSource, KinesisStreamReader, Options
+from kcl_mp.spark.kinesis_options import Options
+from kcl_mp.spark.kinesis_source import KinesisSource, KinesisStreamReader
 
 FAULTS = "KCLMP_TEST_FAULTS"
 RUN = "KCLMP_TEST_RUN"  # which start of the job this is

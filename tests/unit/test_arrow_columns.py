@@ -43,11 +43,11 @@ def test_int64(values, type):
 
 def test_building_a_batch_imports_no_pandas():
     code = ("import sys, base64\n"
-            "from kcl_mp.spark import kinesis_read as k\n"
+            "from kcl_mp.spark import kinesis_read as k, kinesis_rows\n"
             "take = k.ShardTake('s', 'shardId-0', (0, 2**128 - 1), {'at': 'TRIM_HORIZON'}, 1)\n"
             "records = [{'SequenceNumber': str(10 + i), 'ApproximateArrivalTimestamp': 1764250000.5, "
             "'Data': base64.b64encode(b'x' * i).decode(), 'PartitionKey': f'k{i}'} for i in range(3)]\n"
-            "batches = list(k.rows(take, records))\n"
+            "batches = list(kinesis_rows.rows(take, records))\n"
             "assert sum(b.num_rows for b in batches) == 3\n"
             "print('pandas' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kcl_mp.spark.kinesis_source import Initial, Options
+from kcl_mp.spark.kinesis_options import Initial, Options
 
 
 def parse(**options):

@@ -7,6 +7,7 @@
 - The pool processes' code (``worker``, ``retrieval``, ``multilang``) never reaches ``fleet``:
   the KCL 3.x fleet is the supervisor's alone.
 - The daemon never imports ``spark``: the Spark half runs in processor children and on Spark.
+- No module is much over 400 lines (STYLE.md: one responsibility a module).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ PURE = ["kcl_mp.backoff", "kcl_mp.errors", "kcl_mp.sequence",
         "kcl_mp.devtools.java_rule", "kcl_mp.devtools.bench_figures",
         "kcl_mp.spark.layout", "kcl_mp.spark.queries", "kcl_mp.spark.kinesis_plan", "kcl_mp.embedded.stream_tree"]
 NO_IO = ["kcl_mp.multilang.protocol"]
+MAX_LINES = 410  # "about 400"
 
 
 def modules() -> dict[str, Path]:
@@ -143,3 +145,8 @@ def test_the_daemon_never_imports_the_spark_half():
     leaks = {(name, dep) for name, deps in graph().items()
              if name.split(".")[1:2] not in (["spark"], ["devtools"]) for dep in deps if dep.startswith("kcl_mp.spark")}
     assert not leaks, sorted(leaks)
+
+
+def test_no_module_is_much_over_400_lines():
+    long = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert not long, long
